@@ -1,0 +1,17 @@
+# Warning and sanitizer flags for kiln's own targets (never applied to third-party code).
+find_program(CCACHE_PROGRAM ccache)
+if(CCACHE_PROGRAM)
+  set(CMAKE_C_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
+endif()
+
+add_library(kiln_warnings INTERFACE)
+target_compile_options(kiln_warnings INTERFACE -Wall -Wextra -Werror -Wno-error=deprecated-declarations)
+
+if(KILN_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# Give every binary an rpath relative to itself so the build tree and installs both work.
+set(CMAKE_BUILD_RPATH_USE_ORIGIN ON)

@@ -1,0 +1,91 @@
+// kiln's serving configuration (YAML). One schema; sections a command does not use may be absent.
+// Every error names file:line:column and the expected form (ConfigError). yaml-cpp stays out of
+// this header on purpose: it is included widely.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(std::string file, int line, int column, const std::string& message);
+  const std::string& file() const { return file_; }
+  int line() const { return line_; }      ///< 1-based, 0 when unknown
+  int column() const { return column_; }  ///< 1-based, 0 when unknown
+
+ private:
+  std::string file_;
+  int line_, column_;
+};
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::vector<std::string> api_keys;          ///< empty: no authentication
+  uint64_t max_request_bytes = 8ull << 20;
+  int max_concurrent_requests = 256;
+  int request_timeout_s = 600;
+};
+
+struct BackendConfig {
+  std::string kind = "auto";                  ///< auto | vulkan | cpu
+  std::string device;                         ///< Vulkan device index or name substring; empty = best
+  bool allow_cpu_fallback = true;             ///< auto/vulkan: fall back to cpu (loudly) without a device
+};
+
+struct PluginsConfig {
+  std::vector<std::string> paths;             ///< absolute, resolved against the config file's folder
+};
+
+struct SamplingConfig {
+  std::optional<double> temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
+  std::optional<int> top_k, max_tokens;
+  std::optional<uint64_t> seed;
+};
+
+struct CacheConfig {
+  int block_tokens = 16;
+  uint64_t memory_bytes = 0;                  ///< explicit size; 0 when a fraction is given
+  double memory_fraction = 0.5;               ///< of device memory, when memory_bytes == 0
+  bool prefix_caching = true;
+};
+
+struct ModelConfig {
+  std::string name;
+  std::string path;                           ///< resolved against the config file's folder
+  std::string arch = "auto";                  ///< auto: config.json model_type / GGUF architecture
+  int max_context = 0;                        ///< 0: the model's own limit
+  int max_batch_tokens = 2048;
+  int max_seqs = 64;
+  CacheConfig cache;
+  std::string tool_parser;                    ///< registry name, empty = none
+  std::string reasoning_parser;               ///< registry name, empty = none
+  std::string chat_template;                  ///< file overriding the model's template, empty = model's
+  SamplingConfig sampling;
+};
+
+struct Config {
+  std::string file;                           ///< where it came from ("<string>" for text)
+  std::optional<std::string> log_level;
+  std::optional<ServerConfig> server;
+  std::optional<BackendConfig> backend;
+  std::optional<PluginsConfig> plugins;
+  std::vector<ModelConfig> models;
+
+  /** Parses and validates; throws ConfigError. */
+  static Config load_file(const std::string& path);
+  static Config load_string(const std::string& yaml, const std::string& name = "<string>");
+
+  /** The effective configuration (defaults filled in) as YAML text. */
+  std::string to_yaml() const;
+};
+
+/** "4GiB", "512MiB", "1.5G", "1048576" -> bytes. Returns false on malformed input. */
+bool parse_byte_size(const std::string& text, uint64_t* out);
+
+}  // namespace kiln

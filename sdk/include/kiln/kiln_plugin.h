@@ -1,0 +1,362 @@
+/**
+ * @file kiln_plugin.h
+ * @brief kiln's plugin C ABI: the only thing that crosses between the host and a plugin `.so`.
+ *
+ * A plugin exports exactly one symbol, `kiln_plugin_get_descriptor`, returning a const descriptor
+ * that lists one or more *components* (a model, a cache, a reasoning parser, a tool-call parser).
+ * Only C types cross: no exceptions, no owned STL containers; whoever allocates frees. Every struct
+ * starts with `struct_size` and ends with reserved space so it can grow without breaking older
+ * binaries. The negotiation rules are written down in sdk/ABI.md.
+ *
+ * Plugin authors normally do not use this header directly: `kiln/plugin.hpp` adapts C++ classes.
+ */
+#ifndef KILN_PLUGIN_H
+#define KILN_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** ABI version. Major: incompatible change. Minor: additions only (new ops, fields, entries). */
+#define KILN_ABI_MAJOR 1
+#define KILN_ABI_MINOR 0
+
+#if defined(_WIN32)
+#define KILN_EXPORT __declspec(dllexport)
+#else
+#define KILN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/** Name of the one symbol every plugin exports. */
+#define KILN_PLUGIN_ENTRY_SYMBOL "kiln_plugin_get_descriptor"
+
+/* ------------------------------------------------------------------------------------------------
+ * Status and errors
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum kiln_status {
+  KILN_OK = 0,
+  KILN_ERR_INVALID_ARGUMENT = 1, /**< the caller passed something malformed */
+  KILN_ERR_UNSUPPORTED = 2,      /**< the plugin does not support what was asked */
+  KILN_ERR_OUT_OF_MEMORY = 3,
+  KILN_ERR_NOT_FOUND = 4,        /**< a named thing (tensor, op, key) does not exist */
+  KILN_ERR_INTERNAL = 5,         /**< a bug or an unexpected exception inside the plugin */
+} kiln_status;
+
+/** Fixed-size error message, filled by the callee on failure. No allocation crosses the ABI. */
+typedef struct kiln_error {
+  kiln_status status;
+  char message[1020];
+} kiln_error;
+
+/** A borrowed string (not necessarily NUL-terminated). */
+typedef struct kiln_str {
+  const char* data;
+  size_t size;
+} kiln_str;
+
+/* ------------------------------------------------------------------------------------------------
+ * Parsers: reasoning separation and tool calls, incremental.
+ *
+ * feed(delta) emits events through a sink callback; finish() flushes what was held back. A one-shot
+ * parse is feed(all) + finish(). Events map one-to-one onto OpenAI streaming deltas:
+ *   CONTENT          -> delta.content
+ *   REASONING        -> delta.reasoning_content
+ *   TOOL_CALL_START  -> delta.tool_calls[{index, id, type:"function", function:{name}}]
+ *   TOOL_CALL_ARGS   -> delta.tool_calls[{index, function:{arguments: text}}]
+ * The concatenated TOOL_CALL_ARGS of one call are exactly its final arguments JSON.
+ * Partial tags are held back, never emitted and later retracted.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum kiln_parse_event_kind {
+  KILN_EVENT_CONTENT = 1,
+  KILN_EVENT_REASONING = 2,
+  KILN_EVENT_TOOL_CALL_START = 3,
+  KILN_EVENT_TOOL_CALL_ARGS = 4,
+} kiln_parse_event_kind;
+
+typedef struct kiln_parse_event {
+  uint32_t struct_size;
+  uint32_t kind;       /**< kiln_parse_event_kind */
+  uint32_t tool_index; /**< index of the call within this message (TOOL_CALL_*) */
+  uint32_t reserved0;
+  kiln_str text;       /**< CONTENT / REASONING / TOOL_CALL_ARGS payload */
+  kiln_str id;         /**< TOOL_CALL_START: the call id (may be empty: the host assigns one) */
+  kiln_str name;       /**< TOOL_CALL_START: function name */
+  void* reserved[4];
+} kiln_parse_event;
+
+/** Receives events; the strings are valid only during the call. */
+typedef void (*kiln_event_sink)(void* user, const kiln_parse_event* event);
+
+typedef struct kiln_parser_options {
+  uint32_t struct_size;
+  /** Thinking mode the prompt was rendered with: -1 = template default, 0 = off, 1 = on. */
+  int32_t thinking;
+  /** The request's `tools` array as JSON text (OpenAI shape), or empty. Types tool arguments. */
+  kiln_str tools_json;
+  /** The tail of the rendered prompt (e.g. to see whether it already opened `<think>`). */
+  kiln_str prompt_tail;
+  void* reserved[8];
+} kiln_parser_options;
+
+/** The vtable shared by reasoning parsers and tool-call parsers. */
+typedef struct kiln_parser_vtable {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  /** Creates a per-request parser. Returns NULL and fills `err` on failure. */
+  void* (*create)(const kiln_parser_options* options, kiln_error* err);
+  void (*destroy)(void* self);
+  /** Consumes a text delta; emits zero or more events. */
+  kiln_status (*feed)(void* self, kiln_str delta, kiln_event_sink sink, void* user, kiln_error* err);
+  /** End of stream: emits everything still held back. */
+  kiln_status (*finish)(void* self, kiln_event_sink sink, void* user, kiln_error* err);
+  void* reserved[8];
+} kiln_parser_vtable;
+
+/* ------------------------------------------------------------------------------------------------
+ * Models: hyperparameters, a tensor table, per-layer cache kinds, and a forward graph built through
+ * the host's op table. The host owns weights, buffers, caches and execution.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum kiln_dtype {
+  KILN_DTYPE_F32 = 0,
+  KILN_DTYPE_F16 = 1,
+  KILN_DTYPE_BF16 = 2,
+  KILN_DTYPE_I32 = 3,
+  KILN_DTYPE_I8 = 4,   /**< int8 with per-group scales (Q8_0-like) */
+  KILN_DTYPE_Q4 = 5,   /**< 4-bit group-quantized (Q4_0-like) */
+  KILN_DTYPE_ANY = 255 /**< tensor declarations: accept whatever the checkpoint holds */
+} kiln_dtype;
+
+typedef enum kiln_cache_kind {
+  KILN_CACHE_NONE = 0,           /**< the layer keeps no per-sequence state */
+  KILN_CACHE_FULL_KV = 1,        /**< paged KV over the whole context */
+  KILN_CACHE_SLIDING_KV = 2,     /**< paged KV keeping only the last `window` tokens */
+  KILN_CACHE_RECURRENT = 3,      /**< fixed-size per-sequence state (e.g. conv + SSM state) */
+} kiln_cache_kind;
+
+#define KILN_MAX_DIMS 4
+
+typedef struct kiln_tensor_decl {
+  uint32_t struct_size;
+  uint32_t dtype;                 /**< expected kiln_dtype, or KILN_DTYPE_ANY */
+  const char* name;               /**< checkpoint name, e.g. "model.layers.3.mlp.up_proj.weight" */
+  uint32_t ndim;
+  uint32_t optional;              /**< nonzero: absent in the checkpoint is fine */
+  int64_t shape[KILN_MAX_DIMS];   /**< row-major, outermost first; -1 = any */
+  void* reserved[4];
+} kiln_tensor_decl;
+
+typedef struct kiln_layer_cache_desc {
+  uint32_t struct_size;
+  uint32_t kind;                  /**< kiln_cache_kind */
+  uint32_t n_kv_heads;            /**< FULL_KV / SLIDING_KV */
+  uint32_t head_dim_k;
+  uint32_t head_dim_v;
+  uint32_t window;                /**< SLIDING_KV: tokens kept */
+  int32_t shares_with;            /**< reuse another layer's KV (-1: own) */
+  uint32_t n_state;               /**< RECURRENT: number of state tensors */
+  int64_t state_shape[2][KILN_MAX_DIMS]; /**< RECURRENT: per-sequence shapes of up to two states */
+  uint32_t state_dtype[2];
+  void* reserved[4];
+} kiln_layer_cache_desc;
+
+/** Scalar hyperparameters every model reports (architecture-specific ones stay in the plugin). */
+typedef struct kiln_model_hparams {
+  uint32_t struct_size;
+  uint32_t n_layers;
+  uint32_t n_vocab;
+  uint32_t n_embd;
+  uint32_t max_context;
+  uint32_t bos_token;             /**< UINT32_MAX when absent */
+  const char* architecture;       /**< e.g. "qwen3", static storage in the plugin */
+  void* reserved[8];
+} kiln_model_hparams;
+
+/** Opaque handle of a tensor inside the graph being built (0 is invalid). */
+typedef uint32_t kiln_tensor;
+
+/** The op vocabulary. New ops are appended (minor bump); values never change. */
+typedef enum kiln_op {
+  KILN_OP_NONE = 0,
+  KILN_OP_GET_ROWS,      /**< embedding gather: src0 table [V, D], src1 ids [N] -> [N, D] */
+  KILN_OP_MATMUL,        /**< src0 x [N, K], src1 w [M, K] -> [N, M] (x · wᵀ) */
+  KILN_OP_ADD,
+  KILN_OP_MUL,
+  KILN_OP_SCALE,         /**< f[0] = scale */
+  KILN_OP_RMS_NORM,      /**< f[0] = eps, i[0] = 0: x·w, 1: x·(1+w), 2: no weight */
+  KILN_OP_ROPE,          /**< src0 x [N, H, D], src1 positions [N]; i[0] = rotary dims, i[1] = mode; f[0] = theta */
+  KILN_OP_SOFTMAX,
+  KILN_OP_SILU,
+  KILN_OP_GELU_TANH,
+  KILN_OP_SIGMOID,
+  KILN_OP_SOFTPLUS,
+  KILN_OP_SOFTCAP,       /**< f[0] = cap: cap·tanh(x/cap) */
+  KILN_OP_L2_NORM,
+  KILN_OP_ATTENTION,     /**< paged attention over the layer's cache for the current ragged batch */
+  KILN_OP_CONV1D_CAUSAL, /**< depthwise causal conv with carried state */
+  KILN_OP_GATED_DELTA,   /**< gated delta rule with carried state */
+  KILN_OP_MOE_ROUTE,     /**< softmax + top-k (+ renormalize) */
+  KILN_OP_MOE_MATMUL,    /**< grouped expert matmul */
+  KILN_OP_CACHE_WRITE,   /**< copy rows into the layer's cache blocks */
+  KILN_OP_RESHAPE,
+  KILN_OP_VIEW,
+  KILN_OP_CONCAT,
+  KILN_OP_COUNT_V1_0
+} kiln_op;
+
+#define KILN_OP_MAX_SRCS 6
+
+/** Op parameters: small fixed arrays, like ggml's op_params. */
+typedef struct kiln_op_params {
+  int32_t i[8];
+  float f[8];
+  int64_t shape[KILN_MAX_DIMS]; /**< RESHAPE / VIEW */
+  uint32_t ndim;
+  uint32_t layer;               /**< ATTENTION / CACHE_WRITE / recurrent ops: which layer's cache */
+} kiln_op_params;
+
+/** The host's graph-building services, handed to a model plugin's build_graph. */
+typedef struct kiln_host_ops {
+  uint32_t struct_size;
+  uint32_t abi_minor;            /**< the host's minor: ops added later may be absent */
+  void* ctx;
+  /** A checkpoint tensor by its declared name (0 when absent). */
+  kiln_tensor (*weight)(void* ctx, const char* name);
+  /** Batch inputs: "tokens" [N] i32, "positions" [N] i32, "logits_rows" [S] i32. */
+  kiln_tensor (*input)(void* ctx, const char* name);
+  /** Applies one op; returns 0 and fills err when the op/dtype/shape is not supported. */
+  kiln_tensor (*op)(void* ctx, uint32_t op, const kiln_tensor* srcs, uint32_t n_srcs,
+                    const kiln_op_params* params, kiln_error* err);
+  /** Names an intermediate tensor so it can be dumped and compared with a golden. */
+  void (*name)(void* ctx, kiln_tensor t, const char* name);
+  /** Marks the graph's output (logits for the rows in "logits_rows"). */
+  void (*output)(void* ctx, kiln_tensor t);
+  /** Shape query: fills shape[KILN_MAX_DIMS], returns ndim (0 for an invalid handle). */
+  uint32_t (*shape)(void* ctx, kiln_tensor t, int64_t* shape);
+  void* reserved[8];
+} kiln_host_ops;
+
+/** What the host tells a model at creation. */
+typedef struct kiln_model_create_info {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  kiln_str config_json;          /**< config.json (or the GGUF metadata rendered as the same JSON) */
+  kiln_str model_type;           /**< config.json `model_type` (text_config's for wrappers) */
+  void* reserved[8];
+} kiln_model_create_info;
+
+/** Description of one step's ragged batch (tokens flattened; no padding). */
+typedef struct kiln_batch_desc {
+  uint32_t struct_size;
+  uint32_t n_tokens;
+  uint32_t n_seqs;
+  uint32_t reserved0;
+  void* reserved[8];
+} kiln_batch_desc;
+
+typedef struct kiln_model_vtable {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  void* (*create)(const kiln_model_create_info* info, kiln_error* err);
+  void (*destroy)(void* self);
+  kiln_status (*hparams)(void* self, kiln_model_hparams* out, kiln_error* err);
+  /** Tensor table: count, then one declaration per index. */
+  uint32_t (*tensor_count)(void* self);
+  kiln_status (*tensor_decl)(void* self, uint32_t index, kiln_tensor_decl* out, kiln_error* err);
+  /** Cache kind per layer. */
+  kiln_status (*layer_cache)(void* self, uint32_t layer, kiln_layer_cache_desc* out, kiln_error* err);
+  /** Builds the forward graph for one ragged batch using the host op table. */
+  kiln_status (*build_graph)(void* self, const kiln_host_ops* ops, const kiln_batch_desc* batch,
+                             kiln_error* err);
+  void* reserved[8];
+} kiln_model_vtable;
+
+/* ------------------------------------------------------------------------------------------------
+ * Caches: a plugin may provide a cache policy (block accounting for one cache kind). The host's
+ * built-in kinds cover full, sliding-window and recurrent layers.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef struct kiln_cache_options {
+  uint32_t struct_size;
+  uint32_t block_tokens;         /**< tokens per block */
+  uint64_t n_blocks;             /**< blocks in the pool */
+  void* reserved[8];
+} kiln_cache_options;
+
+typedef struct kiln_cache_vtable {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  void* (*create)(const kiln_cache_options* options, kiln_error* err);
+  void (*destroy)(void* self);
+  /** Makes room for `n_tokens` more tokens of `seq`; KILN_ERR_OUT_OF_MEMORY when the pool is full. */
+  kiln_status (*reserve)(void* self, uint64_t seq, uint32_t n_tokens, kiln_error* err);
+  /** Frees every block of `seq`. */
+  void (*release)(void* self, uint64_t seq);
+  /** Writes up to `cap` block ids of `seq` into `out`; returns how many the sequence holds. */
+  uint32_t (*block_table)(void* self, uint64_t seq, uint32_t* out, uint32_t cap);
+  /** Free blocks left in the pool. */
+  uint64_t (*free_blocks)(void* self);
+  void* reserved[8];
+} kiln_cache_vtable;
+
+/* ------------------------------------------------------------------------------------------------
+ * Descriptors
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum kiln_component_kind {
+  KILN_COMPONENT_MODEL = 1,
+  KILN_COMPONENT_CACHE = 2,
+  KILN_COMPONENT_REASONING_PARSER = 3,
+  KILN_COMPONENT_TOOL_PARSER = 4,
+} kiln_component_kind;
+
+/** One named thing a plugin provides. `vtable` points at the kind's vtable struct. */
+typedef struct kiln_component {
+  uint32_t struct_size;
+  uint32_t kind;               /**< kiln_component_kind */
+  const char* name;            /**< registry name, e.g. "qwen3_coder"; unique per kind */
+  const char* description;     /**< one line for `kiln plugins` */
+  const void* vtable;          /**< kiln_model_vtable / kiln_cache_vtable / kiln_parser_vtable */
+  /** Model components: NULL-terminated list of config.json `model_type`s served. */
+  const char* const* model_types;
+  void* reserved[4];
+} kiln_component;
+
+typedef struct kiln_plugin_descriptor {
+  uint32_t struct_size;
+  uint16_t abi_major;
+  uint16_t abi_minor;
+  const char* plugin_name;
+  const char* plugin_version;
+  uint32_t component_count;
+  uint32_t reserved0;
+  const kiln_component* components;
+  /** (optional) Looks up optional entry points by name; NULL or returning NULL when absent. */
+  void* (*get_proc)(const char* name);
+  void* reserved[8];
+} kiln_plugin_descriptor;
+
+/** The entry point. The host passes its own ABI version; a plugin may return NULL to refuse. */
+typedef const kiln_plugin_descriptor* (*kiln_plugin_get_descriptor_fn)(uint32_t host_abi_major,
+                                                                       uint32_t host_abi_minor);
+
+/** Fills a kiln_error (safe for NULL `err`); usable by plugins written in C. */
+static inline void kiln_error_set(kiln_error* err, kiln_status status, const char* message) {
+  if (!err) return;
+  err->status = status;
+  size_t i = 0;
+  if (message)
+    for (; message[i] && i + 1 < sizeof(err->message); ++i) err->message[i] = message[i];
+  err->message[i] = '\0';
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KILN_PLUGIN_H */
