@@ -8,7 +8,7 @@ if(KILN_STATIC_PLUGINS)
   foreach(p IN LISTS _kiln_static)
     string(APPEND _decls "extern \"C\" const kiln_plugin_descriptor* kiln_plugin_descriptor_${p}(uint32_t, uint32_t);\n")
     string(APPEND _calls "  registry.register_static(&kiln_plugin_descriptor_${p}, \"<static ${p}>\");\n")
-    target_link_libraries(kiln_engine PUBLIC ${p}_static)
+    target_link_libraries(kiln_core PUBLIC ${p}_static)
   endforeach()
 endif()
 file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/generated/builtin_plugins.cpp CONTENT
@@ -20,4 +20,4 @@ void register_builtin_plugins([[maybe_unused]] PluginRegistry& registry) {
 ${_calls}}
 }  // namespace kiln
 " @ONLY)
-target_sources(kiln_engine PRIVATE ${CMAKE_BINARY_DIR}/generated/builtin_plugins.cpp)
+target_sources(kiln_core PRIVATE ${CMAKE_BINARY_DIR}/generated/builtin_plugins.cpp)
