@@ -13,10 +13,10 @@ bash scripts/build.sh build
 
 if [ "${KILN_SKIP_SANITIZE:-0}" != 1 ]; then
   # Sanitizer build with clang (also proves the tree builds warning-free with clang), plugins linked
-  # statically so no dlopen hides a report. Runs the unit-labelled tests.
+  # statically so no dlopen hides a report. Runs the unit-labelled tests and short libFuzzer runs.
   CC=clang CXX=clang++ bash scripts/build.sh build-asan -DKILN_SANITIZE=ON -DKILN_STATIC_PLUGINS=ON \
-    -DKILN_BUILD_BENCH=OFF
+    -DKILN_BUILD_BENCH=OFF -DKILN_FUZZ=ON
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --output-on-failure -j "$(nproc)" -L unit --timeout 900)
+    ctest --output-on-failure -j "$(nproc)" -L 'unit|fuzz' --timeout 900)
 fi
 echo "test.sh: finished in $(( $(date +%s) - start ))s"
