@@ -180,44 +180,124 @@ typedef struct kiln_model_hparams {
 /** Opaque handle of a tensor inside the graph being built (0 is invalid). */
 typedef uint32_t kiln_tensor;
 
-/** The op vocabulary. New ops are appended (minor bump); values never change. */
+/**
+ * The op vocabulary. New ops are appended (minor bump); values never change once released.
+ *
+ * Conventions (full semantics, layouts and tolerances: docs/backend.md):
+ * - Shapes are row-major, outermost first; the last dimension is contiguous. "[..., D]" means any
+ *   leading dimensions.
+ * - Activations are f32. Weights read by GET_ROWS / MATMUL / MOE_MATMUL may be f32, f16, bf16,
+ *   I8 (Q8_0 blocks) or Q4 (Q4_0 blocks); small weights used elementwise (norm weights, biases,
+ *   per-expert scales) are f32 (the host converts them at load). Ids, positions, slots are i32.
+ * - Every reduction runs in f32 in a fixed order that depends only on the row's own data, never on
+ *   the batch size or the row's position in the batch (batch invariance).
+ * - Ragged batches are described by the "seqs" input, i32 [S, 4], one row per sequence:
+ *   {q_start (first row of the sequence in the token dimension), q_len (its tokens this step),
+ *    kv_len (its context length after this step, so its tokens sit at positions
+ *    kv_len - q_len ... kv_len - 1), state_slot (its row in recurrent-state tensors)}.
+ */
 typedef enum kiln_op {
   KILN_OP_NONE = 0,
-  KILN_OP_GET_ROWS,      /**< embedding gather: src0 table [V, D], src1 ids [N] -> [N, D] */
-  KILN_OP_MATMUL,        /**< src0 x [N, K], src1 w [M, K] -> [N, M] (x · wᵀ) */
-  KILN_OP_ADD,
-  KILN_OP_MUL,
-  KILN_OP_SCALE,         /**< f[0] = scale */
-  KILN_OP_RMS_NORM,      /**< f[0] = eps, i[0] = 0: x·w, 1: x·(1+w), 2: no weight */
-  KILN_OP_ROPE,          /**< src0 x [N, H, D], src1 positions [N]; i[0] = rotary dims, i[1] = mode; f[0] = theta */
-  KILN_OP_SOFTMAX,
-  KILN_OP_SILU,
-  KILN_OP_GELU_TANH,
-  KILN_OP_SIGMOID,
-  KILN_OP_SOFTPLUS,
-  KILN_OP_SOFTCAP,       /**< f[0] = cap: cap·tanh(x/cap) */
-  KILN_OP_L2_NORM,
-  KILN_OP_ATTENTION,     /**< paged attention over the layer's cache for the current ragged batch */
-  KILN_OP_CONV1D_CAUSAL, /**< depthwise causal conv with carried state */
-  KILN_OP_GATED_DELTA,   /**< gated delta rule with carried state */
-  KILN_OP_MOE_ROUTE,     /**< softmax + top-k (+ renormalize) */
-  KILN_OP_MOE_MATMUL,    /**< grouped expert matmul */
-  KILN_OP_CACHE_WRITE,   /**< copy rows into the layer's cache blocks */
-  KILN_OP_RESHAPE,
-  KILN_OP_VIEW,
-  KILN_OP_CONCAT,
-  KILN_OP_COUNT_V1_0
+  /* Data movement. */
+  KILN_OP_GET_ROWS = 1,   /**< src0 table [R, ...] (any weight dtype), src1 ids i32 [N] -> f32 [N, ...] */
+  KILN_OP_SET_ROWS = 2,   /**< src0 dst [R, ...] f32/f16/bf16 (written in place), src1 rows f32 [N, ...],
+                               src2 slots i32 [N] (-1: skip) -> dst. Writes KV-cache slots. */
+  KILN_OP_RESHAPE = 3,    /**< src0 -> same data, shape/ndim (one -1 allowed); no copy */
+  KILN_OP_SLICE = 4,      /**< src0, axis, [begin, end) -> copy of that range (end 0: to the end) */
+  KILN_OP_CONCAT = 5,     /**< src0, src1 joined along axis (other dims equal) */
+  /* Matrix products (weights in [out, in] = PyTorch layout, dequantized in the kernel). */
+  KILN_OP_MATMUL = 6,     /**< src0 x f32 [..., K], src1 w [M, K] -> f32 [..., M] (x · wᵀ) */
+  KILN_OP_MOE_MATMUL = 7, /**< src0 x f32 [N, K] or [N, k, K], src1 w [E, M, K], src2 ids i32 [N, k]
+                               -> f32 [N, k, M]: row j of token n uses expert ids[n, j] */
+  /* Elementwise (f32). ADD / MUL broadcast src1 onto src0 numpy-style (each dim equal or 1). */
+  KILN_OP_ADD = 8,
+  KILN_OP_MUL = 9,
+  KILN_OP_SCALE = 10,     /**< x · scale + bias */
+  KILN_OP_SILU = 11,
+  KILN_OP_GELU_TANH = 12, /**< 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))) */
+  KILN_OP_SIGMOID = 13,
+  KILN_OP_SOFTPLUS = 14,  /**< log(1 + eˣ), x above 20 */
+  KILN_OP_SOFTCAP = 15,   /**< cap · tanh(x / cap) */
+  KILN_OP_EXP = 16,
+  /* Row-wise over the last dimension. */
+  KILN_OP_RMS_NORM = 17,  /**< src0 x [..., D], src1 w f32 [D] (modes WEIGHT, ONE_PLUS, GATED),
+                               src2 z [..., D] (GATED: (w · x̂) · silu(z)); x̂ = x / √(mean(x²) + eps) */
+  KILN_OP_L2_NORM = 18,   /**< x / √(Σx² + eps) */
+  KILN_OP_SOFTMAX = 19,   /**< softmax(x · scale); scale 0 means 1 */
+  /* Positional. */
+  KILN_OP_ROPE = 20,      /**< src0 x f32 [N, H, D], src1 positions i32 [N]; mode, n_dims, n_freq, theta */
+  /* Sequence mixers over the ragged batch. */
+  KILN_OP_ATTENTION = 21, /**< src0 q f32 [N, Hq, Dk], src1 k cache [B, BS, Hkv, Dk], src2 v cache
+                               [B, BS, Hkv, Dv], src3 block_table i32 [S, MB], src4 seqs i32 [S, 4]
+                               -> f32 [N, Hq, Dv]; causal, GQA, scale (0: 1/√Dk), window, cap */
+  KILN_OP_CONV1D_CAUSAL = 22, /**< src0 x f32 [N, C], src1 w f32 [C, K], src2 state f32 [slots, K-1, C]
+                                   (updated in place), src3 seqs -> f32 [N, C] (no activation) */
+  KILN_OP_GATED_DELTA = 23,   /**< src0 q [N, Hk, Dk], src1 k [N, Hk, Dk], src2 v [N, Hv, Dv],
+                                   src3 g (log decay) [N, Hv], src4 beta [N, Hv], src5 state f32
+                                   [slots, Hv, Dk, Dv] (updated in place); seqs is src6 -> f32 [N, Hv, Dv] */
+  /* Mixture of experts. */
+  KILN_OP_TOP_K = 24,       /**< src0 f32 [N, E] -> ids i32 [N, k], descending, ties to the lower index */
+  KILN_OP_MOE_WEIGHTS = 25, /**< src0 logits [N, E], src1 ids [N, k], src2 (optional) per-expert scale
+                                 f32 [E] -> f32 [N, k]: softmax over all E, gather, renormalize (mode), × scale */
+  KILN_OP_MOE_SUM = 26,     /**< src0 y [N, k, M], src1 weights [N, k] -> f32 [N, M] = Σ_j w[n,j] · y[n,j] */
+  KILN_OP_COUNT
 } kiln_op;
 
-#define KILN_OP_MAX_SRCS 6
+/** GATED_DELTA has 7 sources; every other op at most 5. */
+#define KILN_OP_MAX_SRCS 7
 
-/** Op parameters: small fixed arrays, like ggml's op_params. */
+/** RMS_NORM modes. */
+typedef enum kiln_norm_mode {
+  KILN_NORM_WEIGHT = 0,   /**< x̂ · w */
+  KILN_NORM_ONE_PLUS = 1, /**< x̂ · (1 + w) (zero-centred weights: Qwen3.5, Gemma 1-3) */
+  KILN_NORM_NONE = 2,     /**< x̂ */
+  KILN_NORM_GATED = 3,    /**< (x̂ · w) · silu(z) (Qwen3.5 delta-net output norm) */
+} kiln_norm_mode;
+
+/**
+ * ROPE modes. Rotated dims are [0, n_dims) (n_dims 0: the whole head); the pair index i runs over
+ * [0, n_dims/2) with inv_freq_i = theta^(-2i / n_dims); pairs i >= n_freq (n_freq 0: all) keep a zero
+ * angle, so Gemma 4's proportional RoPE is NEOX with n_dims = D, n_freq = 0.25·D/2, and Qwen3.5's
+ * partial RoPE is NEOX with n_dims = 0.25·D. Angles are fp32 (pos · inv_freq), as HF computes them.
+ */
+typedef enum kiln_rope_mode {
+  KILN_ROPE_NEOX = 0,   /**< pairs (i, i + n_dims/2): HF rotate_half */
+  KILN_ROPE_NORMAL = 1, /**< pairs (2i, 2i + 1): GPT-J / llama.cpp "normal" */
+} kiln_rope_mode;
+
+/** GATED_DELTA forms (both carry state; both equal the recurrence up to fp32 rounding). */
+typedef enum kiln_delta_mode {
+  KILN_DELTA_AUTO = 0,      /**< chunked for sequences with q_len > 1, recurrent for decode */
+  KILN_DELTA_RECURRENT = 1,
+  KILN_DELTA_CHUNKED = 2,
+} kiln_delta_mode;
+
+/** MOE_WEIGHTS mode flags. */
+#define KILN_MOE_RENORMALIZE 1u
+
+/**
+ * Op parameters: named fields shared between ops (zero-initialise, then set what the op reads;
+ * the op list above and docs/backend.md say which). Fixed size; grows only through `reserved`.
+ */
 typedef struct kiln_op_params {
-  int32_t i[8];
-  float f[8];
-  int64_t shape[KILN_MAX_DIMS]; /**< RESHAPE / VIEW */
-  uint32_t ndim;
-  uint32_t layer;               /**< ATTENTION / CACHE_WRITE / recurrent ops: which layer's cache */
+  float eps;      /**< RMS_NORM, L2_NORM */
+  float scale;    /**< SCALE, SOFTMAX (0: 1), ATTENTION (0: 1/√Dk) */
+  float bias;     /**< SCALE */
+  float cap;      /**< SOFTCAP; ATTENTION logit softcap (0: none) */
+  float theta;    /**< ROPE base */
+  int32_t mode;   /**< RMS_NORM kiln_norm_mode, ROPE kiln_rope_mode, GATED_DELTA kiln_delta_mode,
+                       MOE_WEIGHTS flags */
+  int32_t axis;   /**< SLICE, CONCAT (negative counts from the end) */
+  int64_t begin;  /**< SLICE */
+  int64_t end;    /**< SLICE (0: the dimension's size) */
+  int32_t n_dims; /**< ROPE: rotated span from dim 0 (0: the head dim) */
+  int32_t n_freq; /**< ROPE: pairs with a non-zero frequency (0: all) */
+  int32_t window; /**< ATTENTION: keys with q_pos - k_pos >= window are masked (0: no window) */
+  int32_t k;      /**< TOP_K */
+  int32_t chunk;  /**< GATED_DELTA chunk length (0: 64) */
+  uint32_t ndim;  /**< RESHAPE */
+  int64_t shape[KILN_MAX_DIMS]; /**< RESHAPE */
+  uint32_t reserved[16];
 } kiln_op_params;
 
 /** The host's graph-building services, handed to a model plugin's build_graph. */
@@ -227,8 +307,18 @@ typedef struct kiln_host_ops {
   void* ctx;
   /** A checkpoint tensor by its declared name (0 when absent). */
   kiln_tensor (*weight)(void* ctx, const char* name);
-  /** Batch inputs: "tokens" [N] i32, "positions" [N] i32, "logits_rows" [S] i32. */
+  /**
+   * Batch inputs (0 when unknown): "tokens" i32 [N], "positions" i32 [N], "logits_rows" i32 [R]
+   * (rows whose logits are wanted), "seqs" i32 [S, 4] (see kiln_op).
+   */
   kiln_tensor (*input)(void* ctx, const char* name);
+  /**
+   * A layer's cache tensors (0 when the layer has none): KV layers "k" [B, BS, Hkv, Dk],
+   * "v" [B, BS, Hkv, Dv], "block_table" i32 [S, MB], "slots" i32 [N] (cache row of each token, for
+   * SET_ROWS on k/v viewed as [B·BS, Hkv, D]); recurrent layers "state0", "state1" (the shapes the
+   * layer declared, with a leading slots dimension). Layers sharing KV get their source's tensors.
+   */
+  kiln_tensor (*cache)(void* ctx, uint32_t layer, const char* name);
   /** Applies one op; returns 0 and fills err when the op/dtype/shape is not supported. */
   kiln_tensor (*op)(void* ctx, uint32_t op, const kiln_tensor* srcs, uint32_t n_srcs,
                     const kiln_op_params* params, kiln_error* err);
@@ -238,7 +328,9 @@ typedef struct kiln_host_ops {
   void (*output)(void* ctx, kiln_tensor t);
   /** Shape query: fills shape[KILN_MAX_DIMS], returns ndim (0 for an invalid handle). */
   uint32_t (*shape)(void* ctx, kiln_tensor t, int64_t* shape);
-  void* reserved[8];
+  /** Dtype query (a kiln_dtype; KILN_DTYPE_ANY for an invalid handle). */
+  uint32_t (*dtype)(void* ctx, kiln_tensor t);
+  void* reserved[6];
 } kiln_host_ops;
 
 /** What the host tells a model at creation. */

@@ -1,0 +1,194 @@
+// The backend interface (ggml-style: a registry of backends, each owning devices that allocate
+// buffers and execute bound graphs) and the registry. Implementations: cpu/ (reference, always
+// present) and vulkan/ (when built). The contract, op by op, is docs/backend.md.
+//
+//   Registry ── Backend ("cpu", "vulkan") ── Device ── Buffer
+//                                              └── supports_op(node), compute(graph)
+#pragma once
+
+#include "backend/tensor.hpp"
+#include "core/error.hpp"
+
+#include <kiln/kiln_plugin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::backend {
+
+class Device;
+
+// ------------------------------------------------------------------------------------------------
+// Errors. Messages start with "[backend <name>]" and say what to do.
+
+class BackendError : public HostError {
+ public:
+  enum class Kind { unsupported, out_of_memory, device, invalid };
+  BackendError(Kind kind, const std::string& message) : HostError(message), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Graphs as backends see them: ops over tensors already placed in buffers, executed in order.
+
+struct Node {
+  kiln_op op = KILN_OP_NONE;
+  kiln_op_params params{};
+  uint32_t n_src = 0;
+  std::array<TensorRef, KILN_OP_MAX_SRCS> src{};
+  TensorRef dst;
+  std::string name;  ///< for errors and profiles ("blk.3.attn_q"); may be empty
+};
+
+/**
+ * A bound graph. Nodes run in order; a node may read anything an earlier node wrote (backends
+ * insert the barriers). SET_ROWS, CONV1D_CAUSAL and GATED_DELTA also write a source in place
+ * (ops.hpp: op_writes_src). Buffers outlive the compute() call that uses them.
+ */
+struct BoundGraph {
+  std::vector<Node> nodes;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Devices and buffers.
+
+enum class DeviceKind { cpu, discrete_gpu, integrated_gpu, software_gpu /* lavapipe */ };
+const char* device_kind_name(DeviceKind k);
+
+struct DeviceInfo {
+  std::string backend;      ///< "cpu", "vulkan"
+  std::string name;         ///< "cpu", "llvmpipe (LLVM 15.0.6, 256 bits)", "NVIDIA H100"
+  std::string id;           ///< registry spec: "cpu", "vulkan:0"
+  DeviceKind kind = DeviceKind::cpu;
+  std::string driver;       ///< driver / API version, free text
+};
+
+struct MemoryInfo {
+  uint64_t total = 0;
+  uint64_t free = 0;  ///< best estimate now
+};
+
+/** What a buffer is for; lets a device pick memory types. */
+enum class BufferUsage {
+  weights,      ///< uploaded once, read by kernels
+  activations,  ///< graph intermediates and inputs/outputs, re-uploaded per step
+  state,        ///< KV cache and recurrent state, long-lived and written by kernels
+};
+
+/**
+ * Device memory. Sub-allocation of large device allocations is the device's business; a Buffer
+ * is what callers see. Tensors live at offsets inside buffers (graph arenas place many in one).
+ */
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual Device& device() const = 0;
+  virtual size_t size() const = 0;
+  /** Synchronous copies; throw BackendError(invalid) for ranges outside the buffer. */
+  virtual void upload(size_t offset, const void* src, size_t bytes) = 0;
+  virtual void download(size_t offset, void* dst, size_t bytes) const = 0;
+  /** (optional) A host pointer to the contents when the memory is host-visible and coherent. */
+  virtual void* host_ptr() { return nullptr; }
+};
+
+/** Answer of a capability query: ok, or why not (names the op, dtype and limit). */
+struct Support {
+  bool ok = true;
+  std::string reason;
+  static Support yes() { return {}; }
+  static Support no(std::string why) { return {false, std::move(why)}; }
+  explicit operator bool() const { return ok; }
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceInfo& info() const = 0;
+  virtual MemoryInfo memory() const = 0;
+  /** Allocates `bytes` (> 0); throws BackendError(out_of_memory) saying asked vs free. */
+  virtual std::unique_ptr<Buffer> allocate(size_t bytes, BufferUsage usage) = 0;
+  /**
+   * (optional) Wraps host memory (e.g. an mmap'ed weights file) without copying; `ptr` stays valid
+   * for the buffer's life. nullptr when the device cannot import: the caller allocates and uploads.
+   */
+  virtual std::unique_ptr<Buffer> import_host(void* ptr, size_t bytes) {
+    (void)ptr, (void)bytes;
+    return nullptr;
+  }
+  /** Whether this device can run `node` (op, dtypes and shapes of its sources and result). */
+  virtual Support supports_op(const Node& node) const = 0;
+  /**
+   * Executes the graph and waits for completion. Every buffer must belong to this device. Throws
+   * BackendError: unsupported (checked before anything runs), device (lost, timeout), invalid.
+   */
+  virtual void compute(const BoundGraph& graph) = 0;
+};
+
+/** One API ("cpu", "vulkan") and the devices it found. */
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::vector<Device*> devices() = 0;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Registry.
+
+struct Selection {
+  /** "" or "auto": best device (discrete > integrated > software GPU); else an id ("cpu",
+      "vulkan:1"), a backend name ("vulkan") or a substring of a device name. The environment
+      variable KILN_DEVICE overrides it. */
+  std::string device;
+  /** With "auto": fall back to the CPU reference backend when no GPU device exists (logged). */
+  bool allow_cpu_fallback = false;
+};
+
+class Registry {
+ public:
+  /** The process-wide registry: the CPU backend plus every backend compiled in (Vulkan). */
+  static Registry& instance();
+
+  void add(std::unique_ptr<Backend> backend);
+  std::vector<Backend*> backends() const;
+  std::vector<Device*> devices() const;
+  /** A device by id / backend name / name substring (see Selection); nullptr when none matches. */
+  Device* find(std::string_view spec) const;
+  /** Picks a device; throws HostError listing the devices when none fits. */
+  Device& select(const Selection& selection) const;
+  /** The CPU reference device (always present). */
+  Device& cpu() const;
+
+ private:
+  std::vector<std::unique_ptr<Backend>> backends_;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Helpers for implementations and callers.
+
+/** "ATTENTION(q f32[7, 4, 32], k f16[...], ...) -> f32[...]" for messages. */
+std::string describe(const Node& node);
+/** Throws BackendError(unsupported) "[backend X] op ... is not supported on device ...: reason". */
+[[noreturn]] void throw_unsupported(const Device& device, const Node& node, std::string_view reason);
+/** Throws BackendError(out_of_memory) "[backend X] out of memory on ...: asked N, free M". */
+[[noreturn]] void throw_out_of_memory(const Device& device, uint64_t asked, uint64_t free);
+/** Calls supports_op on every node and throws for the first refusal. */
+void check_supported(const Device& device, const BoundGraph& graph);
+/** "1.5 GiB" */
+std::string format_bytes(uint64_t bytes);
+
+/**
+ * Registration hook of the Vulkan backend: defined by engine/backend/vulkan (target
+ * kiln_backend_vulkan) and called by Registry::instance() when that library is built
+ * (KILN_HAVE_VULKAN). Adds nothing (and logs why) when no loader or device exists.
+ */
+void register_vulkan_backend(Registry& registry);
+
+}  // namespace kiln::backend
