@@ -1,0 +1,190 @@
+#include "model/checkpoint_writer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <fstream>
+
+#include "core/error.hpp"
+
+namespace kiln::model {
+namespace {
+
+template <class T>
+void put(std::vector<uint8_t>& out, T v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&v);
+  out.insert(out.end(), p, p + sizeof(T));
+}
+void put_str(std::vector<uint8_t>& out, const std::string& s) {
+  put<uint64_t>(out, s.size());
+  out.insert(out.end(), s.begin(), s.end());
+}
+
+uint32_t ggml_type(DType t) {
+  switch (t) {
+    case DType::f32: return 0;
+    case DType::f16: return 1;
+    case DType::q4_0: return 2;
+    case DType::q8_0: return 8;
+    case DType::i8: return 24;
+    case DType::i16: return 25;
+    case DType::i32: return 26;
+    case DType::i64: return 27;
+    case DType::f64: return 28;
+    case DType::bf16: return 30;
+    default: throw_error("[gguf] cannot write {} tensors", dtype_name(t));
+  }
+}
+
+const char* st_dtype(DType t) {
+  switch (t) {
+    case DType::f32: return "F32";
+    case DType::f16: return "F16";
+    case DType::bf16: return "BF16";
+    case DType::f64: return "F64";
+    case DType::i64: return "I64";
+    case DType::i32: return "I32";
+    case DType::i16: return "I16";
+    case DType::i8: return "I8";
+    case DType::u8: return "U8";
+    case DType::boolean: return "BOOL";
+    default: throw_error("[safetensors] cannot write {} tensors", dtype_name(t));
+  }
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_f32(const std::vector<float>& v, DType dtype) {
+  std::vector<uint8_t> out;
+  const auto n = static_cast<int64_t>(v.size());
+  switch (dtype) {
+    case DType::f32:
+      out.resize(v.size() * 4);
+      std::memcpy(out.data(), v.data(), out.size());
+      break;
+    case DType::f16:
+      for (float f : v) put<uint16_t>(out, f32_to_f16(f));
+      break;
+    case DType::bf16:
+      for (float f : v) put<uint16_t>(out, f32_to_bf16(f));
+      break;
+    case DType::q8_0:
+      out.resize(*dtype_bytes(dtype, n));
+      quantize_q8_0(v.data(), n, out.data());
+      break;
+    case DType::q4_0:
+      out.resize(*dtype_bytes(dtype, n));
+      quantize_q4_0(v.data(), n, out.data());
+      break;
+    default: throw_error("[model] cannot encode F32 values as {}", dtype_name(dtype));
+  }
+  return out;
+}
+
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw_error("[model] cannot write {}", path);
+}
+
+void write_safetensors(const std::string& path, const std::vector<WriterTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  nlohmann::json h = nlohmann::json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  uint64_t off = 0;
+  for (const auto& t : tensors) {
+    h[t.name] = {{"dtype", st_dtype(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
+    off += t.bytes.size();
+  }
+  std::string header = h.dump();
+  while ((header.size() + 8) % 8) header += ' ';  // the format pads the header with spaces to 8 bytes
+  std::vector<uint8_t> out;
+  put<uint64_t>(out, header.size());
+  out.insert(out.end(), header.begin(), header.end());
+  for (const auto& t : tensors) out.insert(out.end(), t.bytes.begin(), t.bytes.end());
+  write_file(path, out);
+}
+
+void GgufWriter::add_string(const std::string& k, const std::string& v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 8);
+  put_str(kv_, v);
+  ++n_kv_;
+}
+void GgufWriter::add_u32(const std::string& k, uint32_t v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 4);
+  put<uint32_t>(kv_, v);
+  ++n_kv_;
+}
+void GgufWriter::add_i32(const std::string& k, int32_t v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 5);
+  put<int32_t>(kv_, v);
+  ++n_kv_;
+}
+void GgufWriter::add_f32(const std::string& k, float v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 6);
+  put<float>(kv_, v);
+  ++n_kv_;
+}
+void GgufWriter::add_bool(const std::string& k, bool v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 7);
+  put<uint8_t>(kv_, v ? 1 : 0);
+  ++n_kv_;
+}
+void GgufWriter::add_strings(const std::string& k, const std::vector<std::string>& v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 9);
+  put<uint32_t>(kv_, 8);
+  put<uint64_t>(kv_, v.size());
+  for (const auto& s : v) put_str(kv_, s);
+  ++n_kv_;
+}
+void GgufWriter::add_f32s(const std::string& k, const std::vector<float>& v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 9);
+  put<uint32_t>(kv_, 6);
+  put<uint64_t>(kv_, v.size());
+  for (float f : v) put<float>(kv_, f);
+  ++n_kv_;
+}
+void GgufWriter::add_i32s(const std::string& k, const std::vector<int32_t>& v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 9);
+  put<uint32_t>(kv_, 5);
+  put<uint64_t>(kv_, v.size());
+  for (int32_t x : v) put<int32_t>(kv_, x);
+  ++n_kv_;
+}
+void GgufWriter::add_tensor(WriterTensor t) { tensors_.push_back(std::move(t)); }
+
+std::vector<uint8_t> GgufWriter::bytes() const {
+  constexpr uint64_t align = 32;
+  std::vector<uint8_t> out = {'G', 'G', 'U', 'F'};
+  put<uint32_t>(out, 3);
+  put<uint64_t>(out, tensors_.size());
+  put<uint64_t>(out, n_kv_);
+  out.insert(out.end(), kv_.begin(), kv_.end());
+  uint64_t off = 0;
+  for (const auto& t : tensors_) {
+    put_str(out, t.name);
+    put<uint32_t>(out, static_cast<uint32_t>(t.shape.size()));
+    for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) put<uint64_t>(out, static_cast<uint64_t>(*it));
+    put<uint32_t>(out, ggml_type(t.dtype));
+    put<uint64_t>(out, off);
+    off += (t.bytes.size() + align - 1) / align * align;
+  }
+  out.resize((out.size() + align - 1) / align * align, 0);
+  for (const auto& t : tensors_) {
+    out.insert(out.end(), t.bytes.begin(), t.bytes.end());
+    out.resize((out.size() + align - 1) / align * align, 0);
+  }
+  return out;
+}
+
+void GgufWriter::write(const std::string& path) const { write_file(path, bytes()); }
+
+}  // namespace kiln::model

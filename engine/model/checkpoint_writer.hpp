@@ -1,0 +1,52 @@
+// Writers for small safetensors and GGUF files. The project generates its own test and benchmark
+// checkpoints with these (random-weight models, malformed files) instead of downloading any.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/dtype.hpp"
+
+namespace kiln::model {
+
+struct WriterTensor {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;      ///< outermost first
+  std::vector<uint8_t> bytes;      ///< already in `dtype`'s storage layout
+};
+
+/** Encodes F32 values as `dtype` (F32/F16/BF16/Q8_0/Q4_0). */
+std::vector<uint8_t> encode_f32(const std::vector<float>& values, DType dtype);
+
+/** Writes a .safetensors file; throws HostError on I/O failure. */
+void write_safetensors(const std::string& path, const std::vector<WriterTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+/** Builds a GGUF v3 file: metadata in insertion order, then tensors (dims reversed to ggml's order). */
+class GgufWriter {
+ public:
+  void add_string(const std::string& key, const std::string& v);
+  void add_u32(const std::string& key, uint32_t v);
+  void add_i32(const std::string& key, int32_t v);
+  void add_f32(const std::string& key, float v);
+  void add_bool(const std::string& key, bool v);
+  void add_strings(const std::string& key, const std::vector<std::string>& v);
+  void add_f32s(const std::string& key, const std::vector<float>& v);
+  void add_i32s(const std::string& key, const std::vector<int32_t>& v);
+  void add_tensor(WriterTensor t);
+  /** The file as bytes (alignment 32). */
+  std::vector<uint8_t> bytes() const;
+  void write(const std::string& path) const;
+
+ private:
+  std::vector<uint8_t> kv_;
+  uint64_t n_kv_ = 0;
+  std::vector<WriterTensor> tensors_;
+};
+
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
+
+}  // namespace kiln::model

@@ -1,0 +1,46 @@
+// Test helpers: where the shared fixtures are, and a scratch directory per test.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace kiln::test {
+
+/** $KILN_FIXTURES, else <source>/../shared/fixtures. */
+inline std::string fixtures_dir() {
+  if (const char* e = std::getenv("KILN_FIXTURES"); e && *e) return e;
+  return std::string(KILN_TEST_SOURCE_DIR) + "/../shared/fixtures";
+}
+
+inline std::string fixture(const std::string& rel) { return fixtures_dir() + "/" + rel; }
+
+#define KILN_REQUIRE_FIXTURE(path)                                                     \
+  do {                                                                                 \
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "fixture missing: " << (path); \
+  } while (0)
+
+/** A fresh directory under the system temp folder, removed at destruction. */
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string("kiln-") + (info ? std::string(info->test_suite_name()) + "-" + info->name() : "t");
+    path_ = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& rel) const { return (path_ / rel).string(); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace kiln::test
