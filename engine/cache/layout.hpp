@@ -1,0 +1,79 @@
+// How a model's per-layer cache kinds become storage: layers with the same kind and window form a
+// group sharing one block pool and one block table per sequence (a block id addresses the same
+// token range in every layer of its group); recurrent layers get per-sequence state slots. The
+// memory budget (YAML cache.memory: bytes or a fraction of device memory) decides the pool sizes.
+#pragma once
+
+#include <kiln/kiln_plugin.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+struct CacheConfig;
+}
+
+namespace kiln::cache {
+
+/** Host copy of kiln_layer_cache_desc. */
+struct LayerSpec {
+  kiln_cache_kind kind = KILN_CACHE_NONE;
+  uint32_t n_kv_heads = 0, head_dim_k = 0, head_dim_v = 0;
+  uint32_t window = 0;            ///< SLIDING_KV: tokens a query sees, itself included
+  int32_t shares_with = -1;       ///< reads another layer's KV (no storage of its own)
+  std::vector<std::vector<int64_t>> state_shapes;  ///< RECURRENT: per-sequence shapes
+  std::vector<uint32_t> state_dtypes;              ///< kiln_dtype per state
+
+  static LayerSpec from_c(const kiln_layer_cache_desc& d);
+};
+
+struct CacheOptions {
+  uint32_t block_tokens = 16;
+  uint64_t budget_bytes = 0;      ///< KV blocks + recurrent slots together
+  uint32_t kv_dtype = KILN_DTYPE_F16;  ///< f32, f16 or bf16
+  uint32_t max_seqs = 64;         ///< sequences alive at once (recurrent slots)
+  uint32_t max_context = 4096;    ///< tokens per sequence
+  uint32_t max_batch_tokens = 2048;
+  /** Sliding-window layers return blocks that left the window to the pool (off: keep them; tests). */
+  bool free_out_of_window = true;
+};
+
+struct KvGroup {
+  kiln_cache_kind kind = KILN_CACHE_FULL_KV;
+  uint32_t window = 0;            ///< 0 for full attention
+  std::vector<uint32_t> layers;   ///< layers with storage in this group
+  uint64_t bytes_per_block = 0;   ///< K + V of every layer in the group, one block
+  uint32_t n_blocks = 0;
+};
+
+struct CacheLayout {
+  uint32_t block_tokens = 16;
+  uint32_t kv_dtype = KILN_DTYPE_F16;
+  std::vector<KvGroup> groups;
+  std::vector<int32_t> layer_group;   ///< per layer: its KV group (a sharing layer: its source's), -1 none
+  std::vector<int32_t> layer_source;  ///< per layer: the layer whose storage it reads (itself if own)
+  std::vector<LayerSpec> layers;
+  uint32_t n_state_slots = 0;
+  uint64_t state_bytes_per_slot = 0;  ///< all recurrent layers, one sequence
+  uint64_t kv_bytes = 0, state_bytes = 0;
+
+  uint64_t total_bytes() const { return kv_bytes + state_bytes; }
+  bool has_recurrent() const { return state_bytes_per_slot > 0; }
+};
+
+uint32_t dtype_size(uint32_t kiln_dtype);
+
+/**
+ * Sizes the pools. Throws HostError("[cache] ...") when the declarations are inconsistent or the
+ * budget cannot hold even one full-length sequence, saying how much is needed.
+ */
+CacheLayout plan_layout(const std::vector<LayerSpec>& layers, const CacheOptions& options);
+
+/**
+ * The byte budget from YAML: cache.memory as bytes, or as a fraction of the device's total memory
+ * minus what is already in use (weights are loaded first), never below zero.
+ */
+uint64_t budget_from_config(const CacheConfig& config, uint64_t device_total, uint64_t device_free);
+
+}  // namespace kiln::cache
