@@ -1,0 +1,161 @@
+// f16 / bf16 conversions, weight-row dequantization (GGUF Q8_0 / Q4_0) and seqs validation.
+#include "backend/cpu/common.hpp"
+
+#include "graph/ops.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <set>
+
+namespace kiln::backend::cpu {
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalize
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400u)) {
+        mant <<= 1;
+        --exp;
+      }
+      bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
+  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to infinity
+  if (ax < 0x38800000u) {  // subnormal or zero in f16: scale into place, round to nearest even
+    float a;
+    std::memcpy(&a, &ax, 4);
+    const float r = std::nearbyint(a * 16777216.0f);  // a / 2^-24
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(r));
+  }
+  const uint32_t mant_odd = (ax >> 13) & 1u;
+  const uint32_t rounded = ax + 0xfffu + mant_odd;
+  return static_cast<uint16_t>(sign | static_cast<uint16_t>((rounded - (112u << 23)) >> 13));
+}
+
+uint16_t f32_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+void row_to_f32(DType t, const std::byte* src, int64_t n, float* dst) {
+  switch (t) {
+    case DType::f32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
+    case DType::f16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = f16_to_f32(h);
+      }
+      return;
+    case DType::bf16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = bf16_to_f32(h);
+      }
+      return;
+    case DType::q8_0:
+      for (int64_t b = 0; b < n / kQuantBlock; ++b) {
+        const std::byte* blk = src + b * 34;
+        uint16_t dh;
+        std::memcpy(&dh, blk, 2);
+        const float d = f16_to_f32(dh);
+        const auto* q = reinterpret_cast<const int8_t*>(blk + 2);
+        for (int j = 0; j < 32; ++j) dst[b * 32 + j] = static_cast<float>(q[j]) * d;
+      }
+      return;
+    case DType::q4_0:
+      for (int64_t b = 0; b < n / kQuantBlock; ++b) {
+        const std::byte* blk = src + b * 18;
+        uint16_t dh;
+        std::memcpy(&dh, blk, 2);
+        const float d = f16_to_f32(dh);
+        const auto* q = reinterpret_cast<const uint8_t*>(blk + 2);
+        for (int j = 0; j < 16; ++j) {
+          dst[b * 32 + j] = static_cast<float>((q[j] & 0x0f) - 8) * d;
+          dst[b * 32 + j + 16] = static_cast<float>((q[j] >> 4) - 8) * d;
+        }
+      }
+      return;
+    case DType::i32:
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t v;
+        std::memcpy(&v, src + 4 * i, 4);
+        dst[i] = static_cast<float>(v);
+      }
+      return;
+  }
+}
+
+void row_from_f32(DType t, const float* src, int64_t n, std::byte* dst) {
+  switch (t) {
+    case DType::f32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
+    case DType::f16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_f16(src[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return;
+    case DType::bf16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_bf16(src[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return;
+    default: throw_error("[backend cpu] cannot store f32 values as {}", dtype_name(t));
+  }
+}
+
+void fail(const Node& node, const std::string& what) {
+  throw BackendError(BackendError::Kind::invalid,
+                     fmt::format("[backend cpu] {}: {} (a graph-building bug: the graph builder should have "
+                                 "refused this)",
+                                 describe(node), what));
+}
+
+std::vector<Seq> read_seqs(const Node& node, const TensorRef& seqs, int64_t n_tokens, int64_t n_slots) {
+  if (seqs.desc.dtype != DType::i32 || seqs.desc.ndim != 2 || seqs.desc.ne[1] != graph::kSeqColumns)
+    fail(node, "seqs must be i32 [S, 4], got " + seqs.desc.str());
+  const int32_t* p = i32_of(seqs);
+  std::vector<Seq> out(static_cast<size_t>(seqs.desc.ne[0]));
+  std::set<int32_t> slots;
+  for (size_t s = 0; s < out.size(); ++s) {
+    Seq q{p[4 * s], p[4 * s + 1], p[4 * s + 2], p[4 * s + 3]};
+    if (q.q_start < 0 || q.q_len < 1 || q.q_start + static_cast<int64_t>(q.q_len) > n_tokens || q.kv_len < q.q_len)
+      fail(node, fmt::format("seqs row {} = {{q_start {}, q_len {}, kv_len {}}} does not fit {} tokens", s, q.q_start,
+                             q.q_len, q.kv_len, n_tokens));
+    if (n_slots >= 0) {
+      if (q.slot < 0 || q.slot >= n_slots) fail(node, fmt::format("seqs row {}: state slot {} outside [0, {})", s, q.slot, n_slots));
+      if (!slots.insert(q.slot).second) fail(node, fmt::format("seqs row {}: state slot {} used twice", s, q.slot));
+    }
+    out[s] = q;
+  }
+  return out;
+}
+
+}  // namespace kiln::backend::cpu

@@ -1,0 +1,80 @@
+// MATMUL (x · wᵀ) and MOE_MATMUL (per-slot expert weights). Work is split over weight rows; each
+// output element is one dot() over K, so its value never depends on the batch.
+#include "backend/cpu/common.hpp"
+#include "backend/cpu/kernels.hpp"
+
+#include <fmt/format.h>
+#include <tbb/parallel_for.h>
+
+#include <vector>
+
+namespace kiln::backend::cpu {
+namespace {
+
+constexpr int64_t kRowBlock = 16;  // weight rows dequantized together
+
+/** Weight rows [m0, m1) of a [.., K] matrix as f32: a pointer into the tensor or into `tmp`. */
+const float* weight_rows(DType t, const std::byte* w, int64_t K, int64_t m0, int64_t m1, std::vector<float>& tmp) {
+  const size_t rb = row_bytes(t, K);
+  if (t == DType::f32) return reinterpret_cast<const float*>(w + static_cast<size_t>(m0) * rb);
+  tmp.resize(static_cast<size_t>((m1 - m0) * K));
+  for (int64_t m = m0; m < m1; ++m) row_to_f32(t, w + static_cast<size_t>(m) * rb, K, tmp.data() + (m - m0) * K);
+  return tmp.data();
+}
+
+}  // namespace
+
+void run_matmul(const Node& n) {
+  const TensorRef &x = n.src[0], &w = n.src[1];
+  const int64_t K = x.desc.last(), M = w.desc.ne[0];
+  if (x.desc.dtype != DType::f32 || w.desc.ndim != 2 || w.desc.ne[1] != K || n.dst.desc.last() != M ||
+      n.dst.desc.rows() != x.desc.rows())
+    fail(n, "expected x f32 [..., K], w [M, K] -> [..., M]");
+  const int64_t R = x.desc.rows();
+  const float* xp = f32_of(x);
+  const std::byte* wp = bytes_of(w);
+  float* out = f32_of(n.dst);
+  tbb::parallel_for(int64_t{0}, (M + kRowBlock - 1) / kRowBlock, [&](int64_t blk) {
+    const int64_t m0 = blk * kRowBlock, m1 = std::min(M, m0 + kRowBlock);
+    std::vector<float> tmp;
+    const float* wr = weight_rows(w.desc.dtype, wp, K, m0, m1, tmp);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t m = m0; m < m1; ++m) out[r * M + m] = dot(xp + r * K, wr + (m - m0) * K, K);
+  });
+}
+
+void run_moe_matmul(const Node& n) {
+  const TensorRef &x = n.src[0], &w = n.src[1], &ids = n.src[2];
+  if (w.desc.ndim != 3 || ids.desc.ndim != 2 || ids.desc.dtype != DType::i32) fail(n, "expected w [E, M, K], ids i32 [N, k]");
+  const int64_t E = w.desc.ne[0], M = w.desc.ne[1], K = w.desc.ne[2];
+  const int64_t N = ids.desc.ne[0], k = ids.desc.ne[1];
+  const bool per_slot = x.desc.ndim == 3;
+  if (x.desc.dtype != DType::f32 || x.desc.last() != K || x.desc.ne[0] != N || (per_slot && x.desc.ne[1] != k) ||
+      n.dst.desc.numel() != N * k * M)
+    fail(n, "expected x f32 [N, K] or [N, k, K] -> [N, k, M]");
+  const int32_t* id = i32_of(ids);
+  // Pairs (n, j) grouped by expert, so each expert's weights are dequantized once.
+  std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(E));
+  for (int64_t p = 0; p < N * k; ++p) {
+    if (id[p] < 0 || id[p] >= E) fail(n, fmt::format("expert id {} at index {} outside [0, {})", id[p], p, E));
+    by_expert[static_cast<size_t>(id[p])].push_back(p);
+  }
+  const float* xp = f32_of(x);
+  const std::byte* wp = bytes_of(w);
+  float* out = f32_of(n.dst);
+  const size_t expert_bytes = static_cast<size_t>(M) * row_bytes(w.desc.dtype, K);
+  const int64_t blocks = (M + kRowBlock - 1) / kRowBlock;
+  tbb::parallel_for(int64_t{0}, E * blocks, [&](int64_t task) {
+    const auto& pairs = by_expert[static_cast<size_t>(task / blocks)];
+    if (pairs.empty()) return;
+    const int64_t m0 = (task % blocks) * kRowBlock, m1 = std::min(M, m0 + kRowBlock);
+    std::vector<float> tmp;
+    const float* wr = weight_rows(w.desc.dtype, wp + static_cast<size_t>(task / blocks) * expert_bytes, K, m0, m1, tmp);
+    for (int64_t p : pairs) {
+      const float* xr = xp + (per_slot ? p : p / k) * K;
+      for (int64_t m = m0; m < m1; ++m) out[p * M + m] = dot(xr, wr + (m - m0) * K, K);
+    }
+  });
+}
+
+}  // namespace kiln::backend::cpu
