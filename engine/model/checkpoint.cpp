@@ -124,7 +124,11 @@ Checkpoint Checkpoint::open_gguf(const std::string& file) {
   json cfg = json::object();
   for (const auto& [k, v] : g.metadata()) {
     // The vocabulary arrays are large and belong to the tokenizer, not the model configuration.
-    if (k.rfind("tokenizer.", 0) == 0 && v.type == GgufType::array) continue;
+    // Only their lengths stay ("<key>.count"), which is how a plugin learns the vocabulary size.
+    if (k.rfind("tokenizer.", 0) == 0 && v.type == GgufType::array) {
+      cfg[k + ".count"] = v.elem == GgufType::string ? v.strs.size() : v.nums.size();
+      continue;
+    }
     if (k == "tokenizer.chat_template") continue;
     cfg[k] = gguf_value_to_json(v);
   }

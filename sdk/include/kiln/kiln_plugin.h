@@ -143,13 +143,31 @@ typedef enum kiln_cache_kind {
 
 typedef struct kiln_tensor_decl {
   uint32_t struct_size;
-  uint32_t dtype;                 /**< expected kiln_dtype, or KILN_DTYPE_ANY */
-  const char* name;               /**< checkpoint name, e.g. "model.layers.3.mlp.up_proj.weight" */
+  uint32_t dtype;                 /**< kiln_dtype the tensor must have, or KILN_DTYPE_ANY */
+  /**
+   * Checkpoint name, e.g. "model.layers.3.mlp.up_proj.weight". With `stack` > 0 the name contains
+   * "{}", replaced by 0 .. stack-1; the host stacks those tensors along a new outermost dimension
+   * (per-expert checkpoints -> [E, ...]) and the graph refers to the tensor by this pattern.
+   */
+  const char* name;
   uint32_t ndim;
-  uint32_t optional;              /**< nonzero: absent in the checkpoint is fine */
-  int64_t shape[KILN_MAX_DIMS];   /**< row-major, outermost first; -1 = any */
+  uint32_t optional;              /**< nonzero: absent in the checkpoint is fine (weight() gives 0) */
+  int64_t shape[KILN_MAX_DIMS];   /**< row-major, outermost first (including the stacked dim); -1 = any */
+  /**
+   * Nonzero: the host converts floating-point data of any stored type (F32/F16/BF16/Q8_0/Q4_0) to
+   * `dtype` at load (norm weights and biases that ops read as f32). Zero: a different stored dtype
+   * is an error naming the tensor, the expected and the found dtype, and the file.
+   */
+  uint32_t convert;
+  uint32_t stack;                 /**< see `name`; 0: a single checkpoint tensor */
   void* reserved[4];
 } kiln_tensor_decl;
+
+/** Where the weights come from: tensor names and metadata keys differ (the plugin maps them). */
+typedef enum kiln_checkpoint_format {
+  KILN_CHECKPOINT_HF = 1,   /**< Hugging Face directory: config.json + safetensors */
+  KILN_CHECKPOINT_GGUF = 2, /**< GGUF: metadata rendered as a JSON object of "key": value */
+} kiln_checkpoint_format;
 
 typedef struct kiln_layer_cache_desc {
   uint32_t struct_size;
@@ -336,19 +354,27 @@ typedef struct kiln_host_ops {
 /** What the host tells a model at creation. */
 typedef struct kiln_model_create_info {
   uint32_t struct_size;
-  uint32_t reserved0;
-  kiln_str config_json;          /**< config.json (or the GGUF metadata rendered as the same JSON) */
-  kiln_str model_type;           /**< config.json `model_type` (text_config's for wrappers) */
+  uint32_t format;               /**< kiln_checkpoint_format */
+  kiln_str config_json;          /**< HF: config.json (text_config merged in for multimodal wrappers);
+                                      GGUF: the metadata (tokenizer arrays left out) as a JSON object */
+  kiln_str model_type;           /**< HF: `model_type` (text_config's for wrappers); GGUF: general.architecture */
   void* reserved[8];
 } kiln_model_create_info;
 
-/** Description of one step's ragged batch (tokens flattened; no padding). */
+/**
+ * Description of one step's ragged batch (tokens flattened; no padding). The graph reads the same
+ * data from its inputs ("tokens", "positions", "seqs", "logits_rows"); the host copies here are for
+ * plugins whose graph shape depends on them. Every token's position is its own sequence's, taken
+ * before the step touched the cache.
+ */
 typedef struct kiln_batch_desc {
   uint32_t struct_size;
-  uint32_t n_tokens;
-  uint32_t n_seqs;
-  uint32_t reserved0;
-  void* reserved[8];
+  uint32_t n_tokens;             /**< N */
+  uint32_t n_seqs;               /**< S */
+  uint32_t n_outputs;            /**< rows of "logits_rows" (the graph's output rows) */
+  const int32_t* positions;      /**< [N] */
+  const int32_t* seqs;           /**< [S, 4]: q_start, q_len, kv_len, state_slot */
+  void* reserved[6];
 } kiln_batch_desc;
 
 typedef struct kiln_model_vtable {

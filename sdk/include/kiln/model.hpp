@@ -12,15 +12,25 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace kiln {
 
 struct TensorDecl {
-  std::string name;
+  std::string name;            ///< checkpoint name; with stack > 0 a pattern containing "{}"
   kiln_dtype dtype = KILN_DTYPE_ANY;
   std::vector<int64_t> shape;  ///< outermost first; -1 = any
   bool optional = false;
+  bool convert = false;        ///< host converts any float storage to `dtype` (norm weights: F32)
+  uint32_t stack = 0;          ///< >0: stack name{0..stack-1} along a new outer dim (per-expert tensors)
+};
+
+/** What the host tells a model at creation (C++ view of kiln_model_create_info). */
+struct ModelInfo {
+  std::string_view config_json;
+  std::string_view model_type;
+  kiln_checkpoint_format format = KILN_CHECKPOINT_HF;
 };
 
 struct LayerCache {
@@ -44,6 +54,8 @@ class GraphBuilder {
   explicit GraphBuilder(const kiln_host_ops* ops) : ops_(ops) {}
   kiln_tensor weight(const std::string& name) const { return ops_->weight(ops_->ctx, name.c_str()); }
   kiln_tensor input(const char* name) const { return ops_->input(ops_->ctx, name); }
+  /** A layer's cache tensor ("k", "v", "block_table", "slots", "state0", "state1"); 0 when none. */
+  kiln_tensor cache(uint32_t layer, const char* name) const { return ops_->cache(ops_->ctx, layer, name); }
   kiln_tensor op(kiln_op op, std::initializer_list<kiln_tensor> srcs, const kiln_op_params& p = {}) const {
     kiln_error err{};
     kiln_tensor t = ops_->op(ops_->ctx, op, srcs.begin(), static_cast<uint32_t>(srcs.size()), &p, &err);
@@ -57,13 +69,17 @@ class GraphBuilder {
     uint32_t n = ops_->shape(ops_->ctx, t, s.data());
     return std::vector<int64_t>(s.begin(), s.begin() + n);
   }
+  kiln_dtype dtype(kiln_tensor t) const { return static_cast<kiln_dtype>(ops_->dtype(ops_->ctx, t)); }
   const kiln_host_ops* raw() const { return ops_; }
 
  private:
   const kiln_host_ops* ops_;
 };
 
-/** Base class of model plugins. Constructed from config.json text and model_type. */
+/**
+ * Base class of model plugins. Constructed from a ModelInfo (or, for older plugins, from the
+ * config.json text and model_type).
+ */
 class Model {
  public:
   virtual ~Model() = default;
@@ -79,8 +95,18 @@ struct ModelAdapter {
   struct Instance {
     T model;
     std::vector<TensorDecl> decls;
-    explicit Instance(const kiln_model_create_info* info)
-        : model(view(info->config_json), view(info->model_type)), decls(model.tensors()) {}
+    explicit Instance(const kiln_model_create_info* info) : model(make(info)), decls(model.tensors()) {}
+    static T make(const kiln_model_create_info* info) {
+      if constexpr (std::is_constructible_v<T, const ModelInfo&>) {
+        ModelInfo mi;
+        mi.config_json = view(info->config_json);
+        mi.model_type = view(info->model_type);
+        mi.format = info->format == KILN_CHECKPOINT_GGUF ? KILN_CHECKPOINT_GGUF : KILN_CHECKPOINT_HF;
+        return T(mi);
+      } else {
+        return T(view(info->config_json), view(info->model_type));
+      }
+    }
   };
   static void* create(const kiln_model_create_info* info, kiln_error* err) noexcept {
     Instance* obj = nullptr;
@@ -116,6 +142,8 @@ struct ModelAdapter {
       out->name = d.name.c_str();
       out->ndim = static_cast<uint32_t>(d.shape.size());
       out->optional = d.optional;
+      out->convert = d.convert;
+      out->stack = d.stack;
       for (size_t k = 0; k < d.shape.size(); ++k) out->shape[k] = d.shape[k];
     });
   }
@@ -156,8 +184,9 @@ struct ModelAdapter {
 }  // namespace detail
 
 /**
- * Registers model class T (derived from kiln::Model, constructible from (config_json, model_type)
- * string views) for the NULL-terminated list of config.json model_types it serves.
+ * Registers model class T (derived from kiln::Model, constructible from a ModelInfo or from
+ * (config_json, model_type) string views) for the NULL-terminated list of model_types it serves
+ * (config.json `model_type`s and GGUF `general.architecture`s).
  */
 template <class T>
 kiln_component model(const char* name, const char* const* model_types, const char* description = "") {
