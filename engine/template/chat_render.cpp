@@ -1,0 +1,149 @@
+#include "template/chat_render.hpp"
+
+#include <fstream>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace kiln {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw_error("[template] cannot read {}", p.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+ojson parse_json(std::string_view text, const std::string& what, bool request) {
+  try {
+    return ojson::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    if (request) throw TemplateError(TemplateError::Kind::Render, what + " is not valid JSON: " + e.what());
+    throw_error("[template] {} is not valid JSON: {}", what, e.what());
+  }
+}
+
+// transformers passes special tokens as strings; tokenizer_config.json may hold AddedToken dicts.
+std::optional<std::string> token_text(const ojson& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return std::nullopt;
+}
+
+}  // namespace
+
+ChatTemplate ChatTemplate::from_config(std::string_view config_text, std::string_view template_text) {
+  ChatTemplate ct;
+  ojson config = config_text.empty() ? ojson::object() : parse_json(config_text, "tokenizer_config.json", false);
+  if (!config.is_object()) throw_error("[template] tokenizer_config.json must hold a JSON object");
+  ojson special = ojson::object();
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+    if (!config.contains(key)) continue;
+    if (auto t = token_text(config[key])) special[key] = *t;
+  }
+  if (config.contains("additional_special_tokens") && config["additional_special_tokens"].is_array()) {
+    ojson list = ojson::array();
+    for (const auto& t : config["additional_special_tokens"])
+      if (auto s = token_text(t)) list.push_back(*s);
+    special["additional_special_tokens"] = list;
+  }
+  ct.special_tokens_json_ = special.dump();
+
+  if (!template_text.empty()) {
+    ct.default_ = std::make_shared<const Template>(template_text);
+    ct.origin_ = "template text";
+    return ct;
+  }
+  if (!config.contains("chat_template") || config["chat_template"].is_null())
+    throw_error("[template] tokenizer_config.json has no chat_template; add chat_template.jinja to the model directory");
+  const ojson& tpl = config["chat_template"];
+  if (tpl.is_string()) {
+    ct.default_ = std::make_shared<const Template>(tpl.get<std::string>());
+  } else if (tpl.is_array()) {
+    for (const auto& item : tpl) {
+      if (!item.is_object() || !item.contains("name") || !item.contains("template") || !item["name"].is_string() ||
+          !item["template"].is_string())
+        throw_error("[template] chat_template list entries must be {{\"name\": ..., \"template\": ...}}");
+      const std::string name = item["name"].get<std::string>();
+      if (name == "default") ct.default_ = std::make_shared<const Template>(item["template"].get<std::string>());
+      if (name == "tool_use") ct.tool_use_ = std::make_shared<const Template>(item["template"].get<std::string>());
+    }
+    if (!ct.default_ && !ct.tool_use_)
+      throw_error("[template] chat_template lists no 'default' (or 'tool_use') template");
+  } else {
+    throw_error("[template] chat_template in tokenizer_config.json must be a string or a list of named templates");
+  }
+  ct.origin_ = "tokenizer_config.json";
+  return ct;
+}
+
+ChatTemplate ChatTemplate::from_model_dir(const std::filesystem::path& dir) {
+  const auto config_path = dir / "tokenizer_config.json";
+  const std::string config = std::filesystem::exists(config_path) ? read_file(config_path) : std::string();
+  const auto jinja = dir / "chat_template.jinja";
+  const auto json = dir / "chat_template.json";
+  ChatTemplate ct;
+  if (std::filesystem::exists(jinja)) {
+    const std::string text = read_file(jinja);
+    if (text.empty()) throw_error("[template] {} is empty", jinja.string());
+    ct = from_config(config, text);
+    ct.origin_ = jinja.string();
+  } else if (std::filesystem::exists(json)) {
+    ojson j = parse_json(read_file(json), json.string(), false);
+    if (!j.is_object() || !j.contains("chat_template")) throw_error("[template] {} has no chat_template", json.string());
+    ojson merged = config.empty() ? ojson::object() : parse_json(config, config_path.string(), false);
+    merged["chat_template"] = j["chat_template"];
+    ct = from_config(merged.dump());
+    ct.origin_ = json.string();
+  } else if (!config.empty()) {
+    ct = from_config(config);
+    ct.origin_ = config_path.string();
+  } else {
+    throw_error("[template] {} has no chat_template.jinja, chat_template.json or tokenizer_config.json", dir.string());
+  }
+  return ct;
+}
+
+std::string ChatTemplate::render_request(std::string_view request_json, const TemplateLimits& limits) const {
+  ojson req = parse_json(request_json, "the request", true);
+  auto bad = [](const std::string& m) { return TemplateError(TemplateError::Kind::Render, m); };
+  if (!req.is_object()) throw bad("the request must be a JSON object");
+  if (!req.contains("messages") || !req["messages"].is_array())
+    throw bad("the request needs a \"messages\" array");
+  ojson messages = req["messages"];
+  // vLLM and llama.cpp parse string arguments so that templates can iterate over them.
+  for (auto& m : messages) {
+    if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+    for (auto& tc : m["tool_calls"]) {
+      if (!tc.is_object() || !tc.contains("function") || !tc["function"].is_object()) continue;
+      auto& fn = tc["function"];
+      if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
+      ojson parsed = ojson::parse(fn["arguments"].get<std::string>(), nullptr, false);
+      if (!parsed.is_discarded() && parsed.is_object()) fn["arguments"] = std::move(parsed);
+    }
+  }
+  ojson ctx = parse_json(special_tokens_json_, "special tokens", false);
+  if (req.contains("chat_template_kwargs") && !req["chat_template_kwargs"].is_null()) {
+    if (!req["chat_template_kwargs"].is_object()) throw bad("chat_template_kwargs must be a JSON object");
+    for (const auto& [k, v] : req["chat_template_kwargs"].items()) ctx[k] = v;
+  }
+  const bool has_tools = req.contains("tools") && !req["tools"].is_null();
+  ctx["messages"] = std::move(messages);
+  ctx["tools"] = has_tools ? req["tools"] : ojson();
+  ctx["documents"] = req.contains("documents") ? req["documents"] : ojson();
+  bool agp = true;
+  if (req.contains("add_generation_prompt")) {
+    if (!req["add_generation_prompt"].is_boolean()) throw bad("add_generation_prompt must be true or false");
+    agp = req["add_generation_prompt"].get<bool>();
+  }
+  ctx["add_generation_prompt"] = agp;
+  const Template* t = has_tools && tool_use_ ? tool_use_.get() : default_ ? default_.get() : tool_use_.get();
+  if (!t) throw bad("the model has no chat template");
+  return t->render_json(ctx.dump(), limits);
+}
+
+}  // namespace kiln

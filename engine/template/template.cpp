@@ -1,0 +1,34 @@
+#include "template/template.hpp"
+
+#include "template/eval.hpp"
+#include "template/json_value.hpp"
+#include "template/parser.hpp"
+
+namespace kiln {
+
+Template::Template(std::string_view source) : program_(tmpl::parse(source)) {}
+Template::~Template() = default;
+Template::Template(Template&&) noexcept = default;
+Template& Template::operator=(Template&&) noexcept = default;
+
+std::string Template::render_json(std::string_view context_json, const TemplateLimits& limits) const {
+  nlohmann::ordered_json ctx;
+  try {
+    ctx = nlohmann::ordered_json::parse(context_json);
+  } catch (const nlohmann::json::exception& e) {
+    throw TemplateError(TemplateError::Kind::Render, std::string("the context is not valid JSON: ") + e.what());
+  }
+  if (!ctx.is_object()) throw TemplateError(TemplateError::Kind::Render, "the context must be a JSON object");
+  auto globals = std::make_shared<tmpl::Frame>();
+  tmpl::add_builtin_globals(*globals);
+  for (const auto& [k, v] : ctx.items()) globals->vars[k] = tmpl::from_json(v);
+  tmpl::Evaluator ev(*program_, limits, std::move(globals));
+  try {
+    return ev.run();
+  } catch (const TemplateError& e) {
+    if (e.line() != 0 || e.kind() == TemplateError::Kind::Syntax) throw;
+    throw TemplateError(e.kind(), e.message(), ev.line());
+  }
+}
+
+}  // namespace kiln
