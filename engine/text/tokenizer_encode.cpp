@@ -1,0 +1,373 @@
+// Encoding: repair UTF-8 → split out added tokens → normalize → pre-tokenize → BPE (cached per word).
+#include <unordered_map>
+
+#include "core/error.hpp"
+#include "text/tokenizer_data.hpp"
+#include "text/unicode.hpp"
+#include "text/utf8.hpp"
+
+namespace kiln::text {
+
+namespace {
+
+// Per-thread cache of word → ids, so concurrent encodes never lock. Flat storage keeps it compact.
+struct SvHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+struct WordCache {
+  std::uint64_t owner = 0;
+  std::unordered_map<std::string, std::pair<std::uint32_t, std::uint32_t>, SvHash, std::equal_to<>> map;
+  std::vector<TokenId> store;
+  void reset(std::uint64_t uid) {
+    owner = uid;
+    map.clear();
+    store.clear();
+  }
+};
+thread_local WordCache tl_cache;
+constexpr std::size_t kMaxCachedWordBytes = 128;
+constexpr std::size_t kMaxCacheEntries = 1 << 18;
+
+void replace_all(std::string_view in, const Pattern& p, std::string_view content, std::string& out) {
+  std::size_t last = 0;
+  if (p.regex) {
+    for (auto [b, e] : p.regex->find_all(in)) {
+      out.append(in.substr(last, b - last));
+      out.append(content);
+      last = e;
+    }
+  } else if (!p.literal.empty()) {
+    for (std::size_t pos; (pos = in.find(p.literal, last)) != std::string_view::npos; last = pos + p.literal.size()) {
+      out.append(in.substr(last, pos - last));
+      out.append(content);
+    }
+  }
+  out.append(in.substr(last));
+}
+
+struct Encoder {
+  const TokenizerData& d;
+  std::vector<TokenId>& out;
+  std::vector<TokenId> syms;
+  std::string scratch;
+
+  void word(std::string_view w) {
+    if (w.empty()) return;
+    const Bpe& b = d.bpe;
+    if (d.byte_level && w.size() == 1) {
+      out.push_back(b.byte_ids[static_cast<unsigned char>(w[0])]);
+      return;
+    }
+    const bool cacheable = w.size() <= kMaxCachedWordBytes;
+    WordCache& c = tl_cache;
+    if (cacheable) {
+      if (c.owner != d.uid) c.reset(d.uid);
+      auto it = c.map.find(w);
+      if (it != c.map.end()) {
+        out.insert(out.end(), c.store.begin() + it->second.first, c.store.begin() + it->second.first + it->second.second);
+        return;
+      }
+    }
+    syms.clear();
+    if (d.byte_level) {
+      if (b.ignore_merges) {
+        scratch.clear();
+        const auto& t = byte_level_chars();
+        for (char ch : w) scratch.append(t[static_cast<unsigned char>(ch)]);
+        auto it = b.vocab.find(scratch);
+        if (it != b.vocab.end()) syms.push_back(it->second);
+      }
+      if (syms.empty()) {
+        for (char ch : w) syms.push_back(b.byte_ids[static_cast<unsigned char>(ch)]);
+        b.merge(syms);
+      }
+    } else {
+      if (b.ignore_merges) {
+        auto it = b.vocab.find(std::string(w));
+        if (it != b.vocab.end()) syms.push_back(it->second);
+      }
+      if (syms.empty()) {
+        b.char_symbols(w, syms);
+        b.merge(syms);
+      }
+    }
+    out.insert(out.end(), syms.begin(), syms.end());
+    if (cacheable) {
+      if (c.map.size() >= kMaxCacheEntries) c.reset(d.uid);
+      c.map.emplace(std::string(w), std::make_pair(static_cast<std::uint32_t>(c.store.size()), static_cast<std::uint32_t>(syms.size())));
+      c.store.insert(c.store.end(), syms.begin(), syms.end());
+    }
+  }
+
+  static const std::array<std::string, 256>& byte_level_chars();
+
+  struct Piece {
+    std::string s;
+    bool at_origin;
+  };
+
+  // Splits one piece by a Split step into `out` (HF SplitDelimiterBehavior semantics).
+  static void split_piece(const PreStep& st, Piece&& p, std::vector<Piece>& outp) {
+    std::vector<std::pair<std::size_t, std::size_t>> m = st.pattern.regex ? st.pattern.regex->find_all(p.s) : st.pattern.find_all(p.s);
+    const std::size_t n = p.s.size();
+    if (st.invert) {  // the pattern describes the pieces to keep; the gaps become the delimiters
+      std::vector<std::pair<std::size_t, std::size_t>> gaps;
+      std::size_t last = 0;
+      for (auto [b, e] : m) {
+        if (b > last) gaps.emplace_back(last, b);
+        last = e;
+      }
+      if (last < n) gaps.emplace_back(last, n);
+      m = std::move(gaps);
+    }
+    // Pieces as (begin, end, is_delimiter).
+    struct Seg { std::size_t b, e; bool delim; };
+    std::vector<Seg> segs;
+    std::size_t last = 0;
+    for (auto [b, e] : m) {
+      if (b > last) segs.push_back({last, b, false});
+      segs.push_back({b, e, true});
+      last = e;
+    }
+    if (last < n) segs.push_back({last, n, false});
+    std::vector<std::pair<std::size_t, std::size_t>> res;
+    switch (st.behavior) {
+      case SplitBehavior::kRemoved:
+        for (auto& s : segs) if (!s.delim) res.emplace_back(s.b, s.e);
+        break;
+      case SplitBehavior::kIsolated:
+        for (auto& s : segs) res.emplace_back(s.b, s.e);
+        break;
+      case SplitBehavior::kContiguous: {
+        bool prev_delim = false;
+        for (auto& s : segs) {
+          if (s.delim && prev_delim) res.back().second = s.e;
+          else res.emplace_back(s.b, s.e);
+          prev_delim = s.delim;
+        }
+        break;
+      }
+      case SplitBehavior::kMergedWithPrevious: {
+        bool prev_nondelim = false;
+        for (auto& s : segs) {
+          if (s.delim && prev_nondelim) res.back().second = s.e;
+          else res.emplace_back(s.b, s.e);
+          prev_nondelim = !s.delim;
+        }
+        break;
+      }
+      case SplitBehavior::kMergedWithNext: {
+        bool prev_delim = false;
+        for (auto& s : segs) {
+          if (!s.delim && prev_delim) res.back().second = s.e;
+          else res.emplace_back(s.b, s.e);
+          prev_delim = s.delim;
+        }
+        break;
+      }
+    }
+    for (auto [b, e] : res)
+      if (e > b) outp.push_back({p.s.substr(b, e - b), p.at_origin && b == 0});
+  }
+
+  void pretokenize(std::string_view s, bool at_origin) {
+    const auto& pre = d.pre;
+    if (pre.size() == 2 && pre[0].kind == PreStep::kSplit && pre[0].fast_digits > 0 && pre[1].kind == PreStep::kByteLevel &&
+        !pre[1].add_prefix_space && !pre[1].use_regex) {
+      split_gpt4_style(s, pre[0].fast_digits, [&](std::size_t b, std::size_t e) { word(s.substr(b, e - b)); });
+      return;
+    }
+    if (pre.empty()) { word(s); return; }
+    std::vector<Piece> pieces{{std::string(s), at_origin}}, next;
+    for (const PreStep& st : pre) {
+      next.clear();
+      for (Piece& p : pieces) {
+        switch (st.kind) {
+          case PreStep::kSplit:
+            if (st.fast_digits > 0) {
+              split_gpt4_style(p.s, st.fast_digits, [&](std::size_t b, std::size_t e) { next.push_back({p.s.substr(b, e - b), p.at_origin && b == 0}); });
+            } else {
+              split_piece(st, std::move(p), next);
+            }
+            break;
+          case PreStep::kByteLevel: {
+            if (st.add_prefix_space && (p.s.empty() || p.s[0] != ' ')) p.s.insert(0, " ");
+            if (st.use_regex) split_piece(st, std::move(p), next);
+            else next.push_back(std::move(p));
+            break;
+          }
+          case PreStep::kMetaspace: {
+            std::string r;
+            replace_all(p.s, Pattern{" ", nullptr}, st.replacement, r);
+            bool starts = r.compare(0, st.replacement.size(), st.replacement) == 0;
+            if (!starts && (st.prepend == PreStep::kAlways || (st.prepend == PreStep::kFirst && p.at_origin))) r.insert(0, st.replacement);
+            if (st.split) {
+              PreStep sp(PreStep::kSplit);
+              sp.pattern.literal = st.replacement;
+              sp.behavior = SplitBehavior::kMergedWithNext;
+              split_piece(sp, Piece{std::move(r), p.at_origin}, next);
+            } else {
+              next.push_back({std::move(r), p.at_origin});
+            }
+            break;
+          }
+        }
+      }
+      pieces.swap(next);
+    }
+    for (const Piece& p : pieces) word(p.s);
+  }
+
+  // Segment of text between raw added tokens: normalize, then split out normalized added tokens.
+  void segment(std::string_view s, bool at_origin) {
+    if (d.normalizers.empty()) { pretokenize(s, at_origin); return; }
+    std::string n;
+    normalize(d, s, n);
+    if (d.added_normalized.empty()) { pretokenize(n, at_origin); return; }
+    with_added(d.added_normalized, n, true, [&](std::string_view t, std::size_t off) { pretokenize(t, at_origin && off == 0); });
+  }
+
+  bool allow_special = true;
+
+  // HF AddedVocabulary::find_matches: leftmost-longest over all added tokens; a special token that is
+  // not allowed, or a single_word token not on word boundaries, is left in the text.
+  template <class F>
+  void with_added(const AddedMatcher& m, std::string_view s, bool, F&& text) {
+    std::size_t start_offset = 0, i = 0;
+    const std::size_t n = s.size();
+    while (i < n) {
+      if (!m.first[static_cast<unsigned char>(s[i])]) { ++i; continue; }
+      std::size_t end = 0;
+      std::int32_t k = m.longest_at(s, i, end);
+      if (k < 0) { ++i; continue; }
+      const AddedTokenSpec& t = d.added[static_cast<std::size_t>(k)];
+      if (t.special && !allow_special) { i = end; continue; }
+      if (t.single_word) {
+        bool left_ok = true, right_ok = true;
+        if (i > 0) {
+          std::size_t p = i - 1;
+          while (p > 0 && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80) --p;
+          std::size_t len;
+          left_ok = !uni::is_word_char(utf8::decode_at(s, p, len));
+        }
+        if (end < n) {
+          std::size_t len;
+          right_ok = !uni::is_word_char(utf8::decode_at(s, end, len));
+        }
+        if (!left_ok || !right_ok) { i = end; continue; }
+      }
+      std::size_t b = i, e = end;
+      if (t.lstrip) {
+        while (b > start_offset) {
+          std::size_t p = b - 1;
+          while (p > start_offset && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80) --p;
+          std::size_t len;
+          if (!uni::is_whitespace(utf8::decode_at(s, p, len))) break;
+          b = p;
+        }
+      }
+      if (t.rstrip) {
+        while (e < n) {
+          std::size_t len;
+          if (!uni::is_whitespace(utf8::decode_at(s, e, len))) break;
+          e += len;
+        }
+      }
+      if (b > start_offset) text(s.substr(start_offset, b - start_offset), start_offset);
+      out.push_back(t.id);
+      start_offset = e;
+      i = e;
+    }
+    if (start_offset < n) text(s.substr(start_offset), start_offset);
+  }
+};
+
+const std::array<std::string, 256>& Encoder::byte_level_chars() {
+  static const std::array<std::string, 256> t = [] {
+    std::array<std::string, 256> r;
+    int extra = 0;
+    for (int b = 0; b < 256; ++b) {
+      bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+      utf8::append(r[static_cast<std::size_t>(b)], printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + extra++));
+    }
+    return r;
+  }();
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::size_t, std::size_t>> Pattern::find_all(std::string_view s) const {
+  if (regex) return regex->find_all(s);
+  std::vector<std::pair<std::size_t, std::size_t>> r;
+  if (literal.empty()) return r;
+  for (std::size_t pos = 0; (pos = s.find(literal, pos)) != std::string_view::npos; pos += literal.size())
+    r.emplace_back(pos, pos + literal.size());
+  return r;
+}
+
+void normalize(const TokenizerData& d, std::string_view in, std::string& out) {
+  std::string cur(in), next;
+  for (const NormStep& st : d.normalizers) {
+    next.clear();
+    switch (st.kind) {
+      case NormStep::kNfc:
+        uni::nfc(cur, next);
+        break;
+      case NormStep::kReplace:
+        replace_all(cur, st.pattern, st.content, next);
+        break;
+      case NormStep::kPrepend:
+        if (!cur.empty()) next = st.content;
+        next += cur;
+        break;
+    }
+    cur.swap(next);
+  }
+  out.append(cur);
+}
+
+void Tokenizer::encode_append(std::string_view text, std::vector<TokenId>& out, const EncodeOptions& opts) const {
+  const TokenizerData& d = *data_;
+  std::string repaired;
+  if (!utf8::is_valid(text)) {
+    utf8::append_lossy(repaired, text);
+    text = repaired;
+  }
+  if (opts.add_special) out.insert(out.end(), d.post_prefix.begin(), d.post_prefix.end());
+  Encoder e{d, out, {}, {}};
+  e.allow_special = opts.allow_special;
+  if (d.added_raw.empty()) e.segment(text, true);
+  else e.with_added(d.added_raw, text, false, [&](std::string_view t, std::size_t off) { e.segment(t, off == 0); });
+  if (opts.add_special) out.insert(out.end(), d.post_suffix.begin(), d.post_suffix.end());
+}
+
+std::vector<TokenId> Tokenizer::encode(std::string_view text, const EncodeOptions& opts) const {
+  std::vector<TokenId> out;
+  out.reserve(text.size() / 3 + 4);
+  encode_append(text, out, opts);
+  return out;
+}
+
+std::size_t Tokenizer::vocab_size() const { return data_->id_to_token.size(); }
+
+std::optional<TokenId> Tokenizer::token_to_id(std::string_view token) const {
+  auto it = data_->token_to_id.find(std::string(token));
+  if (it == data_->token_to_id.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string_view Tokenizer::id_to_token(TokenId id) const {
+  if (id < 0 || static_cast<std::size_t>(id) >= data_->id_to_token.size()) return {};
+  return data_->id_to_token[static_cast<std::size_t>(id)];
+}
+
+bool Tokenizer::is_special(TokenId id) const { return data_->is_special(id); }
+std::optional<TokenId> Tokenizer::bos_id() const { return data_->bos_token.empty() ? std::nullopt : token_to_id(data_->bos_token); }
+std::optional<TokenId> Tokenizer::eos_id() const { return data_->eos_token.empty() ? std::nullopt : token_to_id(data_->eos_token); }
+std::optional<TokenId> Tokenizer::pad_id() const { return data_->pad_token.empty() ? std::nullopt : token_to_id(data_->pad_token); }
+const std::string& Tokenizer::bos_token() const { return data_->bos_token; }
+const std::string& Tokenizer::eos_token() const { return data_->eos_token; }
+
+}  // namespace kiln::text

@@ -1,0 +1,132 @@
+// Exact ids against Hugging Face: the llama.cpp vocab vectors (ids from HF tokenizers), and against
+// the @lenml/tokenizers oracle under node on war-and-peace chunks and generated hard strings.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <sstream>
+
+#include "real_models.hpp"
+#include "text/tokenizer.hpp"
+#include "text_test_util.hpp"
+
+namespace kiln::text {
+namespace {
+
+using namespace testing;
+using json = nlohmann::json;
+
+class Real : public ::testing::TestWithParam<RealModel> {};
+
+std::vector<std::string> split_inp(const std::string& all) {
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> r;
+  std::size_t pos = 0;
+  for (std::size_t f; (f = all.find(sep, pos)) != std::string::npos; pos = f + sep.size()) r.push_back(all.substr(pos, f - pos));
+  return r;
+}
+
+TEST_P(Real, LlamaCppVectors) {
+  KILN_LOAD_REAL_OR_SKIP(tok, GetParam());
+  fs::path inp = fixtures_dir() / "tokenizer-vectors" / (GetParam().vectors + ".inp");
+  fs::path out = fixtures_dir() / "tokenizer-vectors" / (GetParam().vectors + ".out");
+  if (!fs::exists(inp) || !fs::exists(out)) GTEST_SKIP() << "missing " << inp << " / " << out;
+  std::vector<std::string> texts = split_inp(read_file(inp));
+  std::istringstream lines(read_file(out));
+  std::string line;
+  std::size_t n = 0;
+  for (const std::string& text : texts) {
+    ASSERT_TRUE(std::getline(lines, line)) << "fewer .out lines than .inp tests";
+    std::vector<TokenId> want;
+    std::istringstream ls(line);
+    for (TokenId v; ls >> v;) want.push_back(v);
+    EXPECT_EQ(tok->encode(text), want) << "input: [" << text << "]";
+    EXPECT_EQ(tok->decode(want), text) << "decode of vector " << n;
+    ++n;
+  }
+  EXPECT_GE(n, 40u);
+}
+
+std::vector<std::string> war_and_peace_chunks(std::size_t count, std::size_t size) {
+  std::string all = read_file(fixtures_dir() / "corpora" / "war-and-peace.txt");
+  std::vector<std::string> r;
+  if (all.empty()) return r;
+  std::mt19937 rng(5);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::size_t a = std::uniform_int_distribution<std::size_t>(0, all.size() - size)(rng);
+    while (a > 0 && (static_cast<unsigned char>(all[a]) & 0xC0) == 0x80) --a;
+    std::size_t len = size + std::uniform_int_distribution<std::size_t>(0, size)(rng);
+    std::string c = all.substr(a, len);
+    while (!c.empty() && !utf8::is_valid(c)) c.pop_back();
+    r.push_back(c);
+  }
+  return r;
+}
+
+std::vector<std::string> special_strings(const Tokenizer& t) {
+  std::vector<std::string> r;
+  for (const char* s : {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>",
+                        "<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>", "<unk>", "<pad>", "<mask>", "[multimodal]"})
+    if (t.token_to_id(s)) r.push_back(s);
+  return r;
+}
+
+TEST_P(Real, MatchesOracleOnCorpusAndGeneratedText) {
+  KILN_LOAD_REAL_OR_SKIP(tok, GetParam());
+  std::string missing = oracle_missing();
+  if (!missing.empty()) GTEST_SKIP() << "missing " << missing;
+  std::vector<std::string> texts = war_and_peace_chunks(24, 2000);
+  if (texts.empty()) std::cerr << "note: corpora/war-and-peace.txt absent; generated strings only\n";
+  std::mt19937 rng(GetParam().name.size() * 1000 + 17);
+  auto specials = special_strings(*tok);
+  for (int i = 0; i < 400; ++i) texts.push_back(random_text(rng, 1 + i % 60, i % 5 == 0, specials));
+  texts.push_back(std::string(3000, ' '));
+  texts.push_back(std::string(500, '\n') + "x" + std::string(700, '\t'));
+  texts.push_back("");
+
+  // Random id sequences for decode (Qwen's byte-level decoder is lossy UTF-8 in both implementations;
+  // Gemma's ByteFallback differs on invalid runs, so it is checked on encodings only).
+  std::vector<std::vector<TokenId>> decode_ids;
+  const bool byte_level = GetParam().pkg == "qwen3";
+  for (int i = 0; i < 100 && byte_level; ++i) {
+    std::vector<TokenId> ids;
+    int len = std::uniform_int_distribution<int>(1, 30)(rng);
+    for (int k = 0; k < len; ++k) ids.push_back(std::uniform_int_distribution<TokenId>(0, static_cast<TokenId>(tok->vocab_size()) - 1)(rng));
+    decode_ids.push_back(ids);
+  }
+  json req = {{"dir", model_dir(GetParam().pkg).string()}, {"no_nfc", GetParam().no_nfc}, {"encode", json::array()}, {"decode", decode_ids}};
+  for (const auto& t : texts) req["encode"].push_back(oracle_text(t));
+  json res = run_oracle(req);
+  ASSERT_EQ(res["encode"].size(), texts.size());
+  int bad = 0;
+  for (std::size_t i = 0; i < texts.size() && bad < 5; ++i) {
+    auto want = res["encode"][i].get<std::vector<TokenId>>();
+    auto got = tok->encode(texts[i]);
+    if (got != want) {
+      ++bad;
+      ADD_FAILURE() << "encode mismatch on text " << i << ": " << json(oracle_text(texts[i])).dump();
+    }
+  }
+  for (std::size_t i = 0; i < decode_ids.size(); ++i)
+    EXPECT_EQ(tok->decode(decode_ids[i]), res["decode"][i].get<std::string>()) << "decode " << json(decode_ids[i]).dump();
+
+  // Decode of the oracle's own encodings (valid text) must give the text back as the oracle does.
+  json dreq = {{"dir", model_dir(GetParam().pkg).string()}, {"no_nfc", GetParam().no_nfc}, {"decode", json::array()}};
+  std::vector<std::vector<TokenId>> encs;
+  for (std::size_t i = 0; i < texts.size(); i += 3) encs.push_back(res["encode"][i].get<std::vector<TokenId>>());
+  dreq["decode"] = encs;
+  // With add_special the post-processor runs too (Gemma's <bos>).
+  dreq["encode"] = json::array({"Hello", "<start_of_turn>user\nhi", ""});
+  dreq["add_special"] = true;
+  json dres = run_oracle(dreq);
+  for (std::size_t i = 0; i < encs.size(); ++i) EXPECT_EQ(tok->decode(encs[i]), dres["decode"][i].get<std::string>());
+  EncodeOptions add;
+  add.add_special = true;
+  for (std::size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(tok->encode(dreq["encode"][i].get<std::string>(), add), dres["encode"][i].get<std::vector<TokenId>>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Real, ::testing::ValuesIn(real_models()),
+                         [](const ::testing::TestParamInfo<RealModel>& p) { return p.param.name; });
+
+}  // namespace
+}  // namespace kiln::text
