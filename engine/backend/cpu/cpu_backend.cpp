@@ -67,8 +67,10 @@ class CpuDevice final : public Device {
     return m;
   }
   std::unique_ptr<Buffer> allocate(size_t bytes, BufferUsage) override {
+    // More than the machine has cannot succeed; asking malloc anyway would trip sanitizers.
+    if (bytes > memory().total) throw_out_of_memory(*this, bytes, memory().free);
     const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
-    void* p = rounded < bytes ? nullptr : std::aligned_alloc(kAlign, rounded);
+    void* p = std::aligned_alloc(kAlign, rounded);
     if (!p) throw_out_of_memory(*this, bytes, memory().free);
     return std::make_unique<CpuBuffer>(*this, p, bytes, true);
   }

@@ -1,0 +1,347 @@
+// The op harness: every op × dtype × shape on every registered device, compared with the CPU
+// reference by NMSE under the per-op threshold of docs/backend.md §6. Fresh random inputs per case,
+// NaN-poisoned intermediates, NaN never passes. With only the CPU registered it still checks that
+// every element is written and that two runs are bitwise identical.
+//
+// Quick start, adding an op: write a `cases_<op>()` returning Case{name, nmse threshold, builder}
+// and list it in kFamilies. Heavier shapes go under `if (long_mode())` (KILN_BACKEND_OPS_LONG=1).
+#include "op_harness.hpp"
+
+#include "graph/ops.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+namespace kiln::test {
+namespace {
+
+struct Case {
+  std::string name;
+  double threshold;
+  std::function<void(OpGraph&)> build;
+};
+
+kiln_op_params params(std::function<void(kiln_op_params&)> f) {
+  kiln_op_params p{};
+  f(p);
+  return p;
+}
+
+const DType kWeightTypes[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0};
+const DType kCacheTypes[] = {DType::f32, DType::f16, DType::bf16};
+
+std::string dims(std::initializer_list<int64_t> d) {
+  std::string s;
+  for (int64_t x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
+  return s;
+}
+
+/** seqs rows {q_start, q_len, kv_len, slot} for sequences with the given (q_len, kv_len). */
+std::vector<int32_t> seqs_rows(const std::vector<std::pair<int, int>>& lens, std::vector<int32_t> slots = {}) {
+  std::vector<int32_t> v;
+  int start = 0;
+  for (size_t s = 0; s < lens.size(); ++s) {
+    v.insert(v.end(), {start, lens[s].first, lens[s].second, slots.empty() ? static_cast<int32_t>(s) : slots[s]});
+    start += lens[s].first;
+  }
+  return v;
+}
+
+// ------------------------------------------------------------------------------------------------
+
+std::vector<Case> cases_get_rows() {
+  std::vector<Case> c;
+  for (DType t : kWeightTypes)
+    for (int64_t n : {1, 7})
+      c.push_back({fmt::format("{} table 37x64 n{}", backend::dtype_name(t), n), 0.0, [t, n](OpGraph& g) {
+                     std::vector<int32_t> ids(static_cast<size_t>(n));
+                     for (auto& x : ids) x = static_cast<int32_t>(g.rng()() % 37);
+                     g.output(g.op(KILN_OP_GET_ROWS, {g.weight(t, {37, 64}), g.i32({n}, ids)}));
+                   }});
+  return c;
+}
+
+std::vector<Case> cases_set_rows() {
+  std::vector<Case> c;
+  for (DType t : kCacheTypes)
+    c.push_back({fmt::format("{} cache 5x4x2x32 n6", backend::dtype_name(t)), 0.0, [t](OpGraph& g) {
+                   const uint32_t cache = g.cache(t, {5, 4, 2, 32});
+                   g.op(KILN_OP_SET_ROWS, {cache, g.f32({6, 2, 32}), g.i32({6}, {3, 17, -1, 0, 9, 19})});
+                 }});
+  return c;
+}
+
+std::vector<Case> cases_slice_concat() {
+  std::vector<Case> c;
+  c.push_back({"slice axis1 7x9x33 [2,7)", 0.0, [](OpGraph& g) {
+                 g.output(g.op(KILN_OP_SLICE, {g.f32({7, 9, 33})}, params([](auto& p) { p.axis = 1, p.begin = 2, p.end = 7; })));
+               }});
+  c.push_back({"slice last 5x64 [32,64)", 0.0, [](OpGraph& g) {
+                 g.output(g.op(KILN_OP_SLICE, {g.f32({5, 64})}, params([](auto& p) { p.axis = -1, p.begin = 32; })));
+               }});
+  c.push_back({"concat last 5x17 + 5x31", 0.0, [](OpGraph& g) {
+                 g.output(g.op(KILN_OP_CONCAT, {g.f32({5, 17}), g.f32({5, 31})}, params([](auto& p) { p.axis = -1; })));
+               }});
+  c.push_back({"concat axis0 3x4x8 + 2x4x8", 0.0, [](OpGraph& g) {
+                 g.output(g.op(KILN_OP_CONCAT, {g.f32({3, 4, 8}), g.f32({2, 4, 8})}));
+               }});
+  return c;
+}
+
+std::vector<Case> cases_matmul() {
+  std::vector<Case> c;
+  std::vector<std::array<int64_t, 3>> shapes = {{1, 64, 33}, {7, 96, 65}, {16, 256, 100}, {3, 32, 1}};
+  if (long_mode()) shapes.insert(shapes.end(), {{64, 1024, 1000}, {1, 4096, 512}, {200, 512, 300}});
+  for (DType t : kWeightTypes)
+    for (auto [n, k, m] : shapes)
+      c.push_back({fmt::format("{} x{} w{}", backend::dtype_name(t), dims({n, k}), dims({m, k})), 5e-7,
+                   [t, n = n, k = k, m = m](OpGraph& g) { g.output(g.op(KILN_OP_MATMUL, {g.f32({n, k}), g.weight(t, {m, k})})); }});
+  for (DType t : {DType::f32, DType::f16, DType::bf16})  // K off every 32-tile
+    c.push_back({fmt::format("{} K=45 x3x5x45 w13x45", backend::dtype_name(t)), 5e-7,
+                 [t](OpGraph& g) { g.output(g.op(KILN_OP_MATMUL, {g.f32({3, 5, 45}), g.weight(t, {13, 45})})); }});
+  return c;
+}
+
+std::vector<Case> cases_moe_matmul() {
+  std::vector<Case> c;
+  for (DType t : kWeightTypes)
+    for (bool per_slot : {false, true})
+      c.push_back({fmt::format("{} E6 M40 K64 N5 k2 {}", backend::dtype_name(t), per_slot ? "x[N,k,K]" : "x[N,K]"), 5e-7,
+                   [t, per_slot](OpGraph& g) {
+                     const uint32_t x = per_slot ? g.f32({5, 2, 64}) : g.f32({5, 64});
+                     const uint32_t ids = g.i32({5, 2}, {0, 3, 5, 1, 3, 0, 2, 2, 4, 5});
+                     g.output(g.op(KILN_OP_MOE_MATMUL, {x, g.weight(t, {6, 40, 64}), ids}));
+                   }});
+  return c;
+}
+
+std::vector<Case> cases_binary() {
+  std::vector<Case> c;
+  for (kiln_op op : {KILN_OP_ADD, KILN_OP_MUL})
+    for (auto [a, b] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+             {{7, 5, 33}, {7, 5, 33}}, {{7, 5, 33}, {33}}, {{7, 5, 33}, {5, 1}}, {{7, 5, 33}, {1}}, {{4, 1000}, {4, 1}}})
+      c.push_back({fmt::format("{} {} by {}", op == KILN_OP_ADD ? "add" : "mul", a.size(), b.size()), 1e-7,
+                   [op, a = a, b = b](OpGraph& g) {
+                     auto mk = [&](const std::vector<int64_t>& s) {
+                       return s.size() == 3 ? g.f32({s[0], s[1], s[2]}) : s.size() == 2 ? g.f32({s[0], s[1]}) : g.f32({s[0]});
+                     };
+                     g.output(g.op(op, {mk(a), mk(b)}));
+                   }});
+  return c;
+}
+
+std::vector<Case> cases_unary() {
+  struct U {
+    kiln_op op;
+    float lo, hi;
+  };
+  std::vector<Case> c;
+  for (U u : {U{KILN_OP_SCALE, -3, 3}, U{KILN_OP_SILU, -8, 8}, U{KILN_OP_GELU_TANH, -6, 6}, U{KILN_OP_SIGMOID, -10, 10},
+              U{KILN_OP_SOFTPLUS, -30, 30}, U{KILN_OP_SOFTCAP, -100, 100}, U{KILN_OP_EXP, -5, 5}})
+    for (int64_t n : {1, 7})
+      c.push_back({fmt::format("{} {}x129", graph::op_name(u.op), n), 1e-7, [u, n](OpGraph& g) {
+                     g.output(g.op(u.op, {g.f32({n, 129}, u.lo, u.hi)}, params([](auto& p) { p.scale = -1.5f, p.bias = 0.25f, p.cap = 30; })));
+                   }});
+  return c;
+}
+
+std::vector<Case> cases_norm() {
+  std::vector<Case> c;
+  for (int mode : {KILN_NORM_WEIGHT, KILN_NORM_ONE_PLUS, KILN_NORM_NONE, KILN_NORM_GATED})
+    for (int64_t d : {64, 257})
+      c.push_back({fmt::format("rms mode{} 5x3x{}", mode, d), 1e-7, [mode, d](OpGraph& g) {
+                     const uint32_t x = g.f32({5, 3, d}, -4, 4);
+                     const auto p = params([mode](auto& q) { q.eps = 1e-6f, q.mode = mode; });
+                     if (mode == KILN_NORM_NONE) g.output(g.op(KILN_OP_RMS_NORM, {x}, p));
+                     else if (mode == KILN_NORM_GATED) g.output(g.op(KILN_OP_RMS_NORM, {x, g.f32({d}), g.f32({5, 3, d}, -4, 4)}, p));
+                     else g.output(g.op(KILN_OP_RMS_NORM, {x, g.f32({d})}, p));
+                   }});
+  for (int64_t d : {16, 129})
+    c.push_back({fmt::format("l2 7x{}", d), 1e-7, [d](OpGraph& g) {
+                   g.output(g.op(KILN_OP_L2_NORM, {g.f32({7, d})}, params([](auto& p) { p.eps = 1e-6f; })));
+                 }});
+  for (int64_t d : {8, 1000})
+    c.push_back({fmt::format("softmax 6x{}", d), 1e-7, [d](OpGraph& g) {
+                   g.output(g.op(KILN_OP_SOFTMAX, {g.f32({6, d}, -10, 10)}, params([](auto& p) { p.scale = 0.7f; })));
+                 }});
+  return c;
+}
+
+std::vector<Case> cases_rope() {
+  struct R {
+    const char* name;
+    int mode;
+    int64_t D;
+    int n_dims, n_freq;
+    float theta;
+  };
+  std::vector<Case> c;
+  for (R r : {R{"neox full D64", KILN_ROPE_NEOX, 64, 0, 0, 10000}, R{"neox partial 16/64 (qwen3.5)", KILN_ROPE_NEOX, 64, 16, 0, 1e7f},
+              R{"proportional D128 n_freq16 (gemma4)", KILN_ROPE_NEOX, 128, 0, 16, 1e6f},
+              R{"normal full D32", KILN_ROPE_NORMAL, 32, 0, 0, 10000}, R{"normal partial 8/40", KILN_ROPE_NORMAL, 40, 8, 0, 500}})
+    c.push_back({r.name, 1e-7, [r](OpGraph& g) {
+                   std::vector<int32_t> pos = {0, 1, 5, 77, 4095, 4096, 131071, 262143, 9};
+                   g.output(g.op(KILN_OP_ROPE, {g.f32({9, 3, r.D}), g.i32({9}, pos)},
+                                 params([&](auto& p) { p.mode = r.mode, p.n_dims = r.n_dims, p.n_freq = r.n_freq, p.theta = r.theta; })));
+                 }});
+  return c;
+}
+
+/** A paged KV cache with blocks assigned in shuffled order; returns (k, v, block_table, seqs). */
+struct Paged {
+  uint32_t k, v, table, seqs;
+};
+Paged paged(OpGraph& g, DType t, const std::vector<std::pair<int, int>>& lens, int64_t bs, int64_t hkv, int64_t dk, int64_t dv) {
+  int64_t mb = 1, total = 0;
+  for (auto [q, kv] : lens) mb = std::max<int64_t>(mb, (kv + bs - 1) / bs), total += (kv + bs - 1) / bs;
+  const int64_t nblocks = total + 3;
+  std::vector<int32_t> perm(static_cast<size_t>(nblocks));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), g.rng());
+  std::vector<int32_t> table(lens.size() * static_cast<size_t>(mb), -1);
+  size_t next = 0;
+  for (size_t s = 0; s < lens.size(); ++s)
+    for (int64_t b = 0; b < (lens[s].second + bs - 1) / bs; ++b) table[s * static_cast<size_t>(mb) + static_cast<size_t>(b)] = perm[next++];
+  Paged p;
+  p.k = g.cache(t, {nblocks, bs, hkv, dk}, false, "k");
+  p.v = g.cache(t, {nblocks, bs, hkv, dv}, false, "v");
+  p.table = g.i32({static_cast<int64_t>(lens.size()), mb}, table);
+  p.seqs = g.i32({static_cast<int64_t>(lens.size()), 4}, seqs_rows(lens));
+  return p;
+}
+
+std::vector<Case> cases_attention() {
+  struct A {
+    std::string name;
+    std::vector<std::pair<int, int>> lens;  // (q_len, kv_len)
+    int64_t hq, hkv, dk, dv, bs;
+    int window;
+    float cap, scale;
+  };
+  std::vector<A> as = {
+      {"decode 1 seq kv37", {{1, 37}}, 4, 2, 32, 32, 16, 0, 0, 0},
+      {"prefill 13 from 0", {{13, 13}}, 4, 4, 32, 32, 8, 0, 0, 0},
+      {"ragged decode+chunk+prefill", {{1, 50}, {5, 40}, {9, 9}}, 8, 2, 64, 64, 16, 0, 0, 0},
+      {"sliding window 8", {{1, 50}, {11, 30}}, 4, 1, 32, 32, 16, 8, 0, 1.0f},
+      {"softcap 30, Dv 16 != Dk 48", {{3, 20}, {1, 7}}, 6, 3, 48, 16, 4, 0, 30, 0},
+      {"block size 1, head dim 40", {{4, 6}}, 2, 1, 40, 40, 1, 0, 0, 0},
+  };
+  if (long_mode()) as.push_back({"long prefill 300 + decode kv2000", {{300, 700}, {1, 2000}}, 8, 2, 128, 128, 32, 0, 0, 0});
+  std::vector<Case> c;
+  for (DType t : kCacheTypes)
+    for (const A& a : as)
+      c.push_back({fmt::format("{} {}", backend::dtype_name(t), a.name), 5e-7, [t, a](OpGraph& g) {
+                     const Paged p = paged(g, t, a.lens, a.bs, a.hkv, a.dk, a.dv);
+                     int64_t n = 0;
+                     for (auto [q, kv] : a.lens) n += q;
+                     const uint32_t q = g.f32({n, a.hq, a.dk});
+                     g.output(g.op(KILN_OP_ATTENTION, {q, p.k, p.v, p.table, p.seqs},
+                                   params([&](auto& x) { x.window = a.window, x.cap = a.cap, x.scale = a.scale; })));
+                   }});
+  return c;
+}
+
+std::vector<Case> cases_conv1d() {
+  std::vector<Case> c;
+  for (int64_t ch : {40, 130})
+    c.push_back({fmt::format("C{} K4 seqs q1,q2,q9", ch), 1e-7, [ch](OpGraph& g) {
+                   const uint32_t state = g.cache(DType::f32, {4, 3, ch}, false, "conv state");
+                   const uint32_t seqs = g.i32({3, 4}, seqs_rows({{1, 10}, {2, 2}, {9, 20}}, {2, 0, 3}));
+                   g.output(g.op(KILN_OP_CONV1D_CAUSAL, {g.f32({12, ch}), g.f32({ch, 4}), state, seqs}));
+                 }});
+  return c;
+}
+
+std::vector<Case> cases_gated_delta() {
+  std::vector<Case> c;
+  std::vector<int> lens = {1, 20, 70};
+  if (long_mode()) lens.push_back(300);
+  for (int mode : {KILN_DELTA_AUTO, KILN_DELTA_RECURRENT, KILN_DELTA_CHUNKED})
+    c.push_back({fmt::format("mode{} Hk2 Hv4 Dk16 Dv8 chunk16", mode), 5e-6, [mode, lens](OpGraph& g) {
+                   std::vector<std::pair<int, int>> l;
+                   int64_t n = 0;
+                   for (int x : lens) l.emplace_back(x, x + 3), n += x;
+                   const uint32_t state = g.cache(DType::f32, {static_cast<int64_t>(lens.size()), 4, 16, 8}, false, "ssm state");
+                   const auto eps = params([](auto& p) { p.eps = 1e-6f; });
+                   const uint32_t q = g.op(KILN_OP_SCALE, {g.op(KILN_OP_L2_NORM, {g.f32({n, 2, 16})}, eps)}, params([](auto& p) { p.scale = 0.25f; }));
+                   const uint32_t k = g.op(KILN_OP_L2_NORM, {g.f32({n, 2, 16})}, eps);
+                   const uint32_t gate = g.f32({n, 4}, -1.0f, 0.0f), beta = g.f32({n, 4}, 0.0f, 1.0f);
+                   g.output(g.op(KILN_OP_GATED_DELTA, {q, k, g.f32({n, 4, 8}), gate, beta, state, g.i32({3 + (long_mode() ? 1 : 0), 4}, seqs_rows(l))},
+                                 params([mode](auto& p) { p.mode = mode, p.chunk = 16; })));
+                 }});
+  return c;
+}
+
+std::vector<Case> cases_moe() {
+  std::vector<Case> c;
+  for (auto [e, k] : std::vector<std::pair<int64_t, int>>{{8, 2}, {64, 8}, {5, 5}})
+    c.push_back({fmt::format("top_k E{} k{}", e, k), 0.0, [e = e, k = k](OpGraph& g) {
+                   g.output(g.op(KILN_OP_TOP_K, {g.f32({9, e}, -3, 3)}, params([k](auto& p) { p.k = k; })));
+                 }});
+  for (int mode : {0, 1})
+    for (bool scaled : {false, true})
+      c.push_back({fmt::format("weights renorm{} scale{}", mode, scaled), 1e-7, [mode, scaled](OpGraph& g) {
+                     const uint32_t logits = g.f32({9, 16}, -3, 3);
+                     const uint32_t ids = g.op(KILN_OP_TOP_K, {logits}, params([](auto& p) { p.k = 4; }));
+                     const auto p = params([mode](auto& x) { x.mode = mode; });
+                     g.output(scaled ? g.op(KILN_OP_MOE_WEIGHTS, {logits, ids, g.f32({16}, 0.5f, 2.0f)}, p)
+                                     : g.op(KILN_OP_MOE_WEIGHTS, {logits, ids}, p));
+                   }});
+  c.push_back({"moe_sum N7 k3 M33", 1e-7, [](OpGraph& g) { g.output(g.op(KILN_OP_MOE_SUM, {g.f32({7, 3, 33}), g.f32({7, 3})})); }});
+  return c;
+}
+
+struct Family {
+  const char* name;
+  std::vector<Case> (*cases)();
+};
+const Family kFamilies[] = {
+    {"get_rows", cases_get_rows}, {"set_rows", cases_set_rows},   {"slice_concat", cases_slice_concat},
+    {"matmul", cases_matmul},     {"moe_matmul", cases_moe_matmul}, {"binary", cases_binary},
+    {"unary", cases_unary},       {"norm", cases_norm},           {"rope", cases_rope},
+    {"attention", cases_attention}, {"conv1d", cases_conv1d},     {"gated_delta", cases_gated_delta},
+    {"moe", cases_moe},
+};
+
+class BackendOps : public ::testing::TestWithParam<Family> {};
+
+TEST_P(BackendOps, EveryDeviceMatchesTheCpuReference) {
+  Device& cpu = backend::Registry::instance().cpu();
+  const auto devices = devices_under_test();
+  uint32_t seed = 1;
+  for (const Case& c : GetParam().cases()) {
+    SCOPED_TRACE(c.name);
+    OpGraph g(seed++);
+    c.build(g);
+    const auto ref = g.run(cpu);
+    for (const Output& o : ref) {
+      for (float x : o.f) ASSERT_TRUE(std::isfinite(x)) << o.what << " of the CPU reference holds NaN/Inf";
+      for (int32_t x : o.i) ASSERT_NE(x, -1) << o.what << " has an unwritten (poisoned) id";
+    }
+    for (Device* d : devices) {
+      SCOPED_TRACE(d->info().id);
+      const auto got = g.run(*d);
+      ASSERT_EQ(got.size(), ref.size());
+      for (size_t i = 0; i < ref.size(); ++i) {
+        if (d == &cpu) {  // the reference against itself: deterministic to the bit
+          EXPECT_TRUE(bitwise_equal(got[i].f, ref[i].f)) << got[i].what;
+          EXPECT_EQ(got[i].i, ref[i].i) << got[i].what;
+          continue;
+        }
+        EXPECT_EQ(got[i].i, ref[i].i) << got[i].what;
+        const double e = nmse(got[i].f, ref[i].f);
+        EXPECT_LE(e, c.threshold) << got[i].what << ": NMSE " << e << " over " << c.threshold;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(, BackendOps, ::testing::ValuesIn(kFamilies),
+                         [](const ::testing::TestParamInfo<Family>& i) { return std::string(i.param.name); });
+
+}  // namespace
+}  // namespace kiln::test
