@@ -1,0 +1,152 @@
+// bench_ops: GEMV (4096x4096, decode) and GEMM (512x4096x4096, prefill) on the Vulkan backend at
+// f32 / f16 / bf16 / q8_0 (and q4_0), with this machine's STREAM triad and FMA peak measured in
+// the same run, printing time, GB/s or GFLOP/s and the ratio to those limits.
+//
+//   bench_ops [--quick] [--no-gemm] [--reps N]
+//
+// Wall time of Device::compute() (record + submit + fence wait, i.e. what the engine pays), median
+// over the timed runs after a warm-up (the first dispatch of a pipeline includes lavapipe's JIT).
+// GEMV rotates over 4 weight matrices so the 32 MiB L3 cannot hold them between runs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/vulkan/device.hpp"
+#include "machine_limits.hpp"
+
+using namespace kiln;
+using backend::DType;
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+std::vector<uint8_t> random_weights(DType t, int64_t M, int64_t K, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  size_t bytes = static_cast<size_t>(M) * backend::row_bytes(t, K);
+  std::vector<uint8_t> w(bytes);
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  // Keep floats finite and scales sane: overwrite exponents / block scales with small values.
+  if (t == DType::f32) {
+    auto* f = reinterpret_cast<float*>(w.data());
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (size_t i = 0; i < bytes / 4; ++i) f[i] = u(rng);
+  } else if (t == DType::f16 || t == DType::bf16) {
+    auto* h = reinterpret_cast<uint16_t*>(w.data());
+    for (size_t i = 0; i < bytes / 2; ++i) h[i] = static_cast<uint16_t>(t == DType::f16 ? (0x3800 | (h[i] & 0x83ff)) : (0x3f00 | (h[i] & 0x807f)));
+  } else {
+    size_t bb = t == DType::q8_0 ? 34 : 18;
+    for (size_t b = 0; b < bytes; b += bb) {
+      w[b] = 0x00;
+      w[b + 1] = 0x20;  // f16 0.0078125
+    }
+  }
+  return w;
+}
+
+struct Result {
+  double ms, rate;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+Result run_matmul(backend::Device& dev, DType t, int64_t R, int64_t M, int64_t K, int copies, int reps) {
+  std::vector<std::unique_ptr<backend::Buffer>> ws;
+  for (int c = 0; c < copies; ++c) {
+    auto w = random_weights(t, M, K, 1234u + static_cast<uint32_t>(c));
+    ws.push_back(dev.allocate(w.size(), backend::BufferUsage::weights));
+    ws.back()->upload(0, w.data(), w.size());
+  }
+  std::vector<float> x(static_cast<size_t>(R * K));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& v : x) v = u(rng);
+  auto xb = dev.allocate(x.size() * 4, backend::BufferUsage::activations);
+  xb->upload(0, x.data(), x.size() * 4);
+  auto yb = dev.allocate(static_cast<size_t>(R * M) * 4, backend::BufferUsage::activations);
+  std::vector<backend::BoundGraph> graphs(static_cast<size_t>(copies));
+  for (int c = 0; c < copies; ++c) {
+    backend::Node n;
+    n.op = KILN_OP_MATMUL;
+    n.n_src = 2;
+    n.src[0] = {xb.get(), 0, backend::TensorDesc(DType::f32, {R, K})};
+    n.src[1] = {ws[static_cast<size_t>(c)].get(), 0, backend::TensorDesc(t, {M, K})};
+    n.dst = {yb.get(), 0, backend::TensorDesc(DType::f32, {R, M})};
+    graphs[static_cast<size_t>(c)].nodes.push_back(n);
+  }
+  for (int c = 0; c < copies; ++c) dev.compute(graphs[static_cast<size_t>(c)]);  // warm-up + JIT
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now();
+    dev.compute(graphs[static_cast<size_t>(r % copies)]);
+    times.push_back(now() - t0);
+  }
+  double s = median(times);
+  return {s * 1e3, 0};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false, gemm = true;
+  int reps = 20;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--no-gemm") gemm = false;
+    else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: bench_ops [--quick] [--no-gemm] [--reps N]\n");
+      return 2;
+    }
+  }
+  backend::Device* dev = nullptr;
+  for (backend::Device* d : backend::Registry::instance().devices())
+    if (d->info().backend == "vulkan") dev = d;
+  if (!dev) {
+    std::fprintf(stderr, "bench_ops: no Vulkan device (install mesa-vulkan-drivers or a GPU driver)\n");
+    return 1;
+  }
+  std::printf("device: %s (%s, %s)\n", dev->info().name.c_str(), backend::device_kind_name(dev->info().kind),
+              dev->info().driver.c_str());
+  double triad = bench::triad_gbs(quick ? 64 : 256, quick ? 3 : 5);
+  double fma = bench::fma_peak_gflops(quick ? 2 : 5);
+  std::printf("machine: STREAM triad %.1f GB/s, FMA peak %.1f GFLOP/s (all threads, this run)\n\n", triad, fma);
+
+  const std::vector<DType> types = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0};
+  const int64_t M = 4096, K = 4096;
+  std::printf("%-26s %-6s %10s %12s %12s %9s %8s\n", "op", "dtype", "ms", "GB/s", "GFLOP/s", "of limit", "target");
+  for (DType t : types) {
+    Result r = run_matmul(*dev, t, 1, M, K, 4, quick ? 5 : reps);
+    double bytes = static_cast<double>(M) * static_cast<double>(backend::row_bytes(t, K)) + (K + M) * 4.0;
+    double gbs = bytes / (r.ms / 1e3) / 1e9, gf = 2.0 * M * K / (r.ms / 1e3) / 1e9;
+    double ratio = gbs / triad;
+    std::printf("%-26s %-6s %10.3f %12.2f %12.2f %8.1f%% %8s\n", "GEMV 1x4096x4096", backend::dtype_name(t), r.ms,
+                gbs, gf, 100 * ratio, ratio >= 0.45 ? "ok>=45%" : "<45%");
+    std::fflush(stdout);
+  }
+  if (gemm) {
+    const int64_t R = quick ? 128 : 512;
+    for (DType t : types) {
+      Result r = run_matmul(*dev, t, R, M, K, 1, quick ? 1 : 3);
+      double gf = 2.0 * static_cast<double>(R) * M * K / (r.ms / 1e3) / 1e9;
+      double ratio = gf / fma;
+      std::string name = "GEMM " + std::to_string(R) + "x4096x4096";
+      std::printf("%-26s %-6s %10.1f %12s %12.2f %8.1f%% %8s\n", name.c_str(), backend::dtype_name(t), r.ms, "-", gf,
+                  100 * ratio, ratio >= 0.08 ? "ok>=8%" : "<8%");
+      std::fflush(stdout);
+    }
+  }
+  if (auto* vd = dynamic_cast<vk::VulkanDevice*>(dev); vd && !vd->profile_table().empty())
+    std::printf("\n%s", vd->profile_table().c_str());
+  return 0;
+}

@@ -1,0 +1,271 @@
+#include "backend/vulkan/device.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/vulkan/ops/ops.hpp"
+#include "core/log.hpp"
+#include "graph/ops.hpp"
+
+namespace kiln::vk {
+
+using backend::BackendError;
+
+namespace {
+
+bool profiling() {
+  const char* p = std::getenv("KILN_PROFILE");
+  return p && *p && std::strcmp(p, "0") != 0;
+}
+
+backend::DeviceKind kind_of(const DeviceInfo& d) {
+  switch (d.type) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return backend::DeviceKind::discrete_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return backend::DeviceKind::integrated_gpu;
+    default: return backend::DeviceKind::software_gpu;
+  }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+
+VulkanBuffer::~VulkanBuffer() { dev_.allocator().release(alloc_); }
+
+backend::Device& VulkanBuffer::device() const { return dev_; }
+
+void VulkanBuffer::upload(size_t offset, const void* src, size_t bytes) {
+  if (offset > size_ || bytes > size_ - offset)
+    throw BackendError(BackendError::Kind::invalid,
+                       fmt::format("[backend vulkan] upload of {} bytes at {} is outside a {}-byte buffer", bytes,
+                                   offset, size_));
+  if (!bytes) return;
+  if (alloc_.mapped) {
+    if (alloc_.imported)
+      throw BackendError(BackendError::Kind::invalid, "[backend vulkan] an imported host buffer is read-only");
+    std::memcpy(alloc_.mapped + offset, src, bytes);
+    return;
+  }
+  dev_.transfer(alloc_, offset, const_cast<void*>(src), bytes, true);
+}
+
+void VulkanBuffer::download(size_t offset, void* dst, size_t bytes) const {
+  if (offset > size_ || bytes > size_ - offset)
+    throw BackendError(BackendError::Kind::invalid,
+                       fmt::format("[backend vulkan] download of {} bytes at {} is outside a {}-byte buffer", bytes,
+                                   offset, size_));
+  if (!bytes) return;
+  if (alloc_.mapped) {
+    std::memcpy(dst, alloc_.mapped + offset, bytes);
+    return;
+  }
+  dev_.transfer(alloc_, offset, dst, bytes, false);
+}
+
+// ------------------------------------------------------------------------------------------------
+
+VulkanDevice::VulkanDevice(const ContextOptions& opts, int index) {
+  ctx_ = std::make_unique<Context>(opts);
+  mem_ = std::make_unique<Allocator>(*ctx_);
+  pipes_ = std::make_unique<Pipelines>(*ctx_);
+  if (profiling()) profiler_ = std::make_unique<Profiler>(ctx_->info().timestamp_period_ns);
+  rec_ = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get());
+  xfer_ = std::make_unique<Recorder>(*ctx_, *mem_, nullptr);
+  flags_ = mem_->allocate(16, MemoryKind::host);
+  policy_ = choose_policy(ctx_->info());
+  const DeviceInfo& d = ctx_->info();
+  info_.backend = "vulkan";
+  info_.name = d.name;
+  info_.id = "vulkan:" + std::to_string(index);
+  info_.kind = kind_of(d);
+  info_.driver = fmt::format("Vulkan {}.{}.{}, driver id {}", VK_API_VERSION_MAJOR(d.api_version),
+                             VK_API_VERSION_MINOR(d.api_version), VK_API_VERSION_PATCH(d.api_version),
+                             static_cast<int>(d.driver_id));
+}
+
+VulkanDevice::~VulkanDevice() {
+  if (profiler_ && !profiler_->empty()) fmt::print(stderr, "{}", profiler_->table());
+  rec_.reset();
+  xfer_.reset();
+  if (mem_) mem_->release(flags_);
+}
+
+std::string VulkanDevice::profile_table() const { return profiler_ ? profiler_->table() : std::string(); }
+
+backend::MemoryInfo VulkanDevice::memory() const {
+  MemoryStats s = mem_->stats();
+  return {s.limit, s.limit > s.used ? s.limit - s.used : 0};
+}
+
+std::unique_ptr<backend::Buffer> VulkanDevice::allocate(size_t bytes, backend::BufferUsage usage) {
+  (void)usage;  // every usage lives in device-local memory; host-visible when the device is UMA
+  if (bytes == 0) throw BackendError(BackendError::Kind::invalid, "[backend vulkan] allocate: 0 bytes asked");
+  try {
+    return std::make_unique<VulkanBuffer>(*this, mem_->allocate(bytes), bytes);
+  } catch (const BackendError&) {
+    throw;
+  } catch (const HostError& e) {
+    if (std::strstr(e.what(), "out of device memory") || std::strstr(e.what(), "largest allocation")) {
+      MemoryStats s = mem_->stats();
+      uint64_t free = s.limit > s.used ? s.limit - s.used : 0;
+      throw BackendError(BackendError::Kind::out_of_memory,
+                         fmt::format("[backend vulkan] out of memory on '{}': asked {}, free {} ({}); use a smaller "
+                                     "model, quantized weights or a smaller KV cache",
+                                     info_.name, backend::format_bytes(bytes), backend::format_bytes(free), e.what()));
+    }
+    throw BackendError(BackendError::Kind::device, e.what());
+  }
+}
+
+std::unique_ptr<backend::Buffer> VulkanDevice::import_host(void* ptr, size_t bytes) {
+  Allocation a = mem_->import_host(ptr, bytes);
+  if (!a) return nullptr;
+  return std::make_unique<VulkanBuffer>(*this, a, bytes);
+}
+
+void VulkanDevice::transfer(const Allocation& a, size_t offset, void* host, size_t bytes, bool to_device) {
+  std::lock_guard<std::mutex> lock(xfer_mu_);
+  constexpr size_t kChunk = 64ull << 20;
+  Allocation staging = mem_->allocate(std::min(bytes, kChunk), MemoryKind::host);
+  try {
+    for (size_t done = 0; done < bytes; done += kChunk) {
+      size_t n = std::min(kChunk, bytes - done);
+      auto* h = static_cast<uint8_t*>(host) + done;
+      if (to_device) {
+        std::memcpy(staging.mapped, h, n);
+        xfer_->copy(staging, 0, a, offset + done, n);
+        xfer_->submit_and_wait();
+      } else {
+        xfer_->copy(a, offset + done, staging, 0, n);
+        xfer_->submit_and_wait();
+        std::memcpy(h, staging.mapped, n);
+      }
+    }
+  } catch (...) {
+    mem_->release(staging);
+    throw;
+  }
+  mem_->release(staging);
+}
+
+const Allocation& VulkanDevice::temp_upload(const void* data, size_t bytes) {
+  Allocation a = mem_->allocate(std::max<size_t>(bytes, 16), MemoryKind::host);
+  std::memcpy(a.mapped, data, bytes);
+  temps_.push_back(a);
+  return temps_.back();
+}
+
+backend::Support VulkanDevice::supports_op(const backend::Node& node) const { return vulkan_supports(*this, node); }
+
+void VulkanDevice::compute(const backend::BoundGraph& graph) {
+  backend::check_supported(*this, graph);
+  for (const backend::Node& n : graph.nodes)
+    for (uint32_t i = 0; i <= n.n_src; ++i) {
+      const backend::TensorRef& t = i < n.n_src ? n.src[i] : n.dst;
+      if (t.buffer && &t.buffer->device() != this)
+        throw BackendError(BackendError::Kind::invalid,
+                           fmt::format("[backend vulkan] {}: a tensor lives in a buffer of device '{}', not '{}'",
+                                       backend::describe(n), t.buffer->device().info().name, info_.name));
+    }
+  std::lock_guard<std::mutex> lock(compute_mu_);
+  uint64_t msgs_before = ctx_->validation_messages();
+  std::memset(flags_.mapped, 0, 16);
+  struct FreeTemps {
+    VulkanDevice* d;
+    ~FreeTemps() {
+      for (Allocation& a : d->temps_) d->mem_->release(a);
+      d->temps_.clear();
+    }
+  } free_temps{this};
+  try {
+    rec_->begin();
+    for (const backend::Node& n : graph.nodes) {
+      OpEnv e{*this, *rec_, n, flags_};
+      switch (n.op) {
+        case KILN_OP_MATMUL:
+        case KILN_OP_MOE_MATMUL: record_matmul(e); break;
+        case KILN_OP_ADD:
+        case KILN_OP_MUL:
+        case KILN_OP_SCALE:
+        case KILN_OP_SILU:
+        case KILN_OP_GELU_TANH:
+        case KILN_OP_SIGMOID:
+        case KILN_OP_SOFTPLUS:
+        case KILN_OP_SOFTCAP:
+        case KILN_OP_EXP: record_elementwise(e); break;
+        case KILN_OP_RMS_NORM:
+        case KILN_OP_L2_NORM:
+        case KILN_OP_SOFTMAX: record_norm(e); break;
+        case KILN_OP_ROPE: record_rope(e); break;
+        case KILN_OP_GET_ROWS:
+        case KILN_OP_SET_ROWS:
+        case KILN_OP_SLICE:
+        case KILN_OP_CONCAT: record_data(e); break;
+        case KILN_OP_ATTENTION: record_attention(e); break;
+        case KILN_OP_CONV1D_CAUSAL:
+        case KILN_OP_GATED_DELTA: record_recurrent(e); break;
+        case KILN_OP_TOP_K:
+        case KILN_OP_MOE_WEIGHTS:
+        case KILN_OP_MOE_SUM: record_moe(e); break;
+        default: e.fail("no Vulkan kernel");
+      }
+    }
+    rec_->submit_and_wait();
+  } catch (const BackendError&) {
+    if (rec_->recording()) rec_ = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get());
+    throw;
+  } catch (const HostError& ex) {
+    if (rec_->recording()) rec_ = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get());
+    throw BackendError(BackendError::Kind::device, ex.what());
+  }
+  const auto* f = reinterpret_cast<const uint32_t*>(flags_.mapped);
+  if (f[0])
+    throw BackendError(BackendError::Kind::invalid,
+                       "[backend vulkan] GET_ROWS: an id is outside the table (rows were zeroed); check token ids");
+  if (f[1])
+    throw BackendError(BackendError::Kind::invalid,
+                       "[backend vulkan] SET_ROWS: a slot is outside the destination; check the cache block tables");
+  uint64_t msgs = ctx_->validation_messages() - msgs_before;
+  if (msgs)
+    throw BackendError(BackendError::Kind::device,
+                       fmt::format("[backend vulkan] the validation layer reported {} message(s) during compute; "
+                                   "last: {}",
+                                   msgs, ctx_->last_validation_message()));
+}
+
+}  // namespace kiln::vk
+
+// ------------------------------------------------------------------------------------------------
+
+namespace kiln::backend {
+
+namespace {
+
+class VulkanBackend final : public Backend {
+ public:
+  explicit VulkanBackend(std::unique_ptr<vk::VulkanDevice> d) : dev_(std::move(d)) {}
+  std::string_view name() const override { return "vulkan"; }
+  std::vector<Device*> devices() override { return {dev_.get()}; }
+
+ private:
+  std::unique_ptr<vk::VulkanDevice> dev_;
+};
+
+}  // namespace
+
+void register_vulkan_backend(Registry& registry) {
+  // One device: KILN_VULKAN_DEVICE (index or name) or the best by type (discrete > integrated >
+  // lavapipe). Other physical devices are listed in the log, not opened (each costs an instance).
+  vk::ContextOptions opts;
+  std::unique_ptr<vk::VulkanDevice> dev;
+  try {
+    dev = std::make_unique<vk::VulkanDevice>(opts, 0);
+  } catch (const std::exception& e) {
+    log::info("[backend vulkan] not registered: {}", e.what());
+    return;
+  }
+  // Report the physical index the context picked so "vulkan:N" names the same device as vulkaninfo.
+  registry.add(std::make_unique<VulkanBackend>(std::move(dev)));
+}
+
+}  // namespace kiln::backend

@@ -1,0 +1,79 @@
+// kiln's backend::Device / Buffer / Backend on Vulkan. compute() records a whole bound graph into
+// one command buffer (barriers only on overlapping read/write ranges) and waits with a finite
+// timeout. With validation enabled (KILN_VULKAN_VALIDATION=1) any layer message during a
+// compute() is an error, so the op harness proves "zero validation messages" by passing.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backend/backend.hpp"
+#include "backend/vulkan/command.hpp"
+#include "backend/vulkan/context.hpp"
+#include "backend/vulkan/kernels.hpp"
+#include "backend/vulkan/memory.hpp"
+#include "backend/vulkan/pipeline.hpp"
+
+namespace kiln::vk {
+
+class VulkanDevice;
+
+class VulkanBuffer final : public backend::Buffer {
+ public:
+  VulkanBuffer(VulkanDevice& dev, Allocation a, size_t size) : dev_(dev), alloc_(a), size_(size) {}
+  ~VulkanBuffer() override;
+  backend::Device& device() const override;
+  size_t size() const override { return size_; }
+  void upload(size_t offset, const void* src, size_t bytes) override;
+  void download(size_t offset, void* dst, size_t bytes) const override;
+  void* host_ptr() override { return alloc_.mapped; }
+  const Allocation& allocation() const { return alloc_; }
+
+ private:
+  VulkanDevice& dev_;
+  Allocation alloc_;
+  size_t size_;
+};
+
+class VulkanDevice final : public backend::Device {
+ public:
+  VulkanDevice(const ContextOptions& opts, int index);
+  ~VulkanDevice() override;
+
+  const backend::DeviceInfo& info() const override { return info_; }
+  backend::MemoryInfo memory() const override;
+  std::unique_ptr<backend::Buffer> allocate(size_t bytes, backend::BufferUsage usage) override;
+  std::unique_ptr<backend::Buffer> import_host(void* ptr, size_t bytes) override;
+  backend::Support supports_op(const backend::Node& node) const override;
+  void compute(const backend::BoundGraph& graph) override;
+
+  Context& context() { return *ctx_; }
+  Allocator& allocator() { return *mem_; }
+  Pipelines& pipelines() { return *pipes_; }
+  const KernelPolicy& policy() const { return policy_; }
+  /** Validation messages so far (0 when validation is off). */
+  uint64_t validation_messages() const { return ctx_->validation_messages(); }
+  bool validation_enabled() const { return ctx_->validation_enabled(); }
+  /** The KILN_PROFILE=1 per-op table so far (empty when profiling is off). */
+  std::string profile_table() const;
+  /** Copies between device and host through a staging buffer when memory is not mappable. */
+  void transfer(const Allocation& a, size_t offset, void* host, size_t bytes, bool to_device);
+  /** Host-visible copy of small per-op constants (RoPE frequencies), freed after compute(). */
+  const Allocation& temp_upload(const void* data, size_t bytes);
+
+ private:
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Allocator> mem_;
+  std::unique_ptr<Pipelines> pipes_;
+  std::unique_ptr<Profiler> profiler_;
+  std::unique_ptr<Recorder> rec_, xfer_;
+  std::deque<Allocation> temps_;
+  Allocation flags_;  ///< 16 bytes of error flags kernels raise (bad ids / slots)
+  KernelPolicy policy_;
+  backend::DeviceInfo info_;
+  std::mutex compute_mu_, xfer_mu_;
+};
+
+}  // namespace kiln::vk

@@ -1,0 +1,27 @@
+#include "backend/vulkan/kernels.hpp"
+
+namespace kiln::vk {
+
+KernelPolicy choose_policy(const DeviceInfo& d) {
+  KernelPolicy p;
+  p.subgroup = d.subgroup_size;
+  p.row_local_size = d.subgroup_size;
+  p.texel_weights = true;  // see kernels.hpp: fastest on lavapipe, good on GPUs
+  return p;
+}
+
+MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, int64_t K, bool operands_aligned, bool moe) const {
+  MatmulPlan m;
+  m.local_size = subgroup;
+  m.aligned = operands_aligned && K % 8 == 0;
+  m.tn = 4;
+  // Decode-sized batches: one activation row per workgroup (weights streamed once per row is the
+  // bandwidth bound anyway). Larger batches: share each weight load across TM rows. The tile never
+  // changes a row's reduction order (matmul.comp), so this choice keeps batch invariance.
+  if (moe || R < 4) m.tm = 1;
+  else if (backend::is_quantized(w)) m.tm = 4;  // a 32-block of activations per row lives in registers
+  else m.tm = 8;
+  return m;
+}
+
+}  // namespace kiln::vk

@@ -1,0 +1,34 @@
+// Kernel selection per device: the ONE place that decides how kernels read their operands and how
+// matmul work is tiled, from the device's capabilities (docs/vulkan.md §3). Ops ask, never guess.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/tensor.hpp"
+#include "backend/vulkan/context.hpp"
+
+namespace kiln::vk {
+
+struct MatmulPlan {
+  uint32_t local_size = 8;  ///< = subgroup size: one subgroup per workgroup, no shared memory
+  uint32_t tm = 1;          ///< activation rows per workgroup
+  uint32_t tn = 4;          ///< weight rows per workgroup
+  bool aligned = false;     ///< vec4 / 8-half texel reads (K % 8 == 0 and 16-byte aligned operands)
+};
+
+struct KernelPolicy {
+  /** Weights and activations of matmul/get_rows are read through uniform texel buffers. On
+   *  lavapipe SSBO loads are a per-lane scalar loop (10-30x slower, vulkan-lavapipe.md §7); on
+   *  GPUs texel reads go through the texture cache and are fine too, so this is currently true on
+   *  every device. An SSBO/cooperative-matrix path for GPUs would be chosen here. */
+  bool texel_weights = true;
+  uint32_t subgroup = 8;
+  uint32_t row_local_size = 8;  ///< per-row kernels (norms, softmax, attention): one subgroup
+
+  /** R activation rows, K reduction length; operands' 16-byte alignment as computed by the op. */
+  MatmulPlan matmul(backend::DType w, int64_t R, int64_t K, bool operands_aligned, bool moe) const;
+};
+
+KernelPolicy choose_policy(const DeviceInfo& d);
+
+}  // namespace kiln::vk

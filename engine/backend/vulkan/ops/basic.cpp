@@ -1,0 +1,108 @@
+// Elementwise ops, row norms, softmax and RoPE.
+#include <array>
+#include <cmath>
+
+#include "backend/vulkan/device.hpp"
+#include "backend/vulkan/ops/ops.hpp"
+
+namespace kiln::vk {
+
+namespace {
+
+/** `d`'s shape left-padded with 1s to 4 dims. */
+std::array<int64_t, 4> pad4(const backend::TensorDesc& d) {
+  std::array<int64_t, 4> s{1, 1, 1, 1};
+  for (uint32_t i = 0; i < d.ndim; ++i) s[4 - d.ndim + i] = d.ne[i];
+  return s;
+}
+
+}  // namespace
+
+void record_elementwise(const OpEnv& e) {
+  const backend::Node& n = e.node;
+  const backend::TensorRef& a = n.src[0];
+  const int64_t total = a.desc.numel();
+  if (n.dst.desc.numel() != total) e.fail("result shape does not match");
+  if (!total) return;
+  if (n.op == KILN_OP_ADD || n.op == KILN_OP_MUL) {
+    const backend::TensorRef& b = n.src[1];
+    auto as = pad4(a.desc), bs = pad4(b.desc);
+    std::array<uint32_t, 4> stride{};
+    int64_t st = 1;
+    for (int i = 3; i >= 0; --i) {
+      if (bs[i] != as[i] && bs[i] != 1) e.fail("b does not broadcast onto a");
+      stride[i] = bs[i] == 1 ? 0u : u32(st);
+      st *= bs[i];
+    }
+    const Pipeline& p = e.pipeline("binary", {Bind::storage, Bind::storage, Bind::storage}, {static_cast<uint32_t>(n.op)});
+    e.dispatch_items(p, {e.ssbo(a), e.ssbo(b), e.ssbo(n.dst, true)},
+                     {u32(total), e.off(a, 4), e.off(b, 4), e.off(n.dst, 4), u32(as[1]), u32(as[2]), u32(as[3]),
+                      stride[0], stride[1], stride[2], stride[3]},
+                     static_cast<uint64_t>(total));
+    return;
+  }
+  const Pipeline& p = e.pipeline("unary", {Bind::storage, Bind::storage}, {static_cast<uint32_t>(n.op)});
+  float cap = n.params.cap;
+  if (n.op == KILN_OP_SOFTCAP && cap == 0.0f) e.fail("SOFTCAP needs cap != 0");
+  e.dispatch_items(p, {e.ssbo(a), e.ssbo(n.dst, true)},
+                   {u32(total), e.off(a, 4), e.off(n.dst, 4), fbits(n.params.scale), fbits(n.params.bias), fbits(cap)},
+                   static_cast<uint64_t>(total));
+}
+
+void record_norm(const OpEnv& e) {
+  const backend::Node& n = e.node;
+  const backend::TensorRef& x = n.src[0];
+  const int64_t D = x.desc.last(), rows = x.desc.rows();
+  if (n.dst.desc.numel() != x.desc.numel()) e.fail("result shape does not match");
+  if (!rows || !D) return;
+  const uint32_t ls = e.dev.policy().row_local_size;
+  uint64_t maxx = e.dev.context().info().max_groups[0];
+  uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(static_cast<uint64_t>(rows), maxx));
+  uint32_t gy = static_cast<uint32_t>((static_cast<uint64_t>(rows) + gx - 1) / gx);
+  if (n.op == KILN_OP_SOFTMAX) {
+    const Pipeline& p = e.pipeline("softmax", {Bind::storage, Bind::storage}, {ls});
+    float scale = n.params.scale != 0.0f ? n.params.scale : 1.0f;
+    e.dispatch(p, {e.ssbo(x), e.ssbo(n.dst, true)}, {u32(rows), u32(D), e.off(x, 4), e.off(n.dst, 4), fbits(scale)},
+               gx, gy);
+    return;
+  }
+  uint32_t mode = 4;  // L2
+  if (n.op == KILN_OP_RMS_NORM) {
+    mode = static_cast<uint32_t>(n.params.mode);
+    if (mode > KILN_NORM_GATED) e.fail(fmt::format("unknown RMS_NORM mode {}", n.params.mode));
+  }
+  bool has_w = mode == KILN_NORM_WEIGHT || mode == KILN_NORM_ONE_PLUS || mode == KILN_NORM_GATED;
+  if (has_w && (n.n_src < 2 || n.src[1].desc.numel() != D)) e.fail("RMS_NORM needs w f32 [D]");
+  if (mode == KILN_NORM_GATED && (n.n_src < 3 || n.src[2].desc.numel() != x.desc.numel()))
+    e.fail("gated RMS_NORM needs z shaped like x");
+  const backend::TensorRef& w = has_w ? n.src[1] : x;
+  const backend::TensorRef& z = mode == KILN_NORM_GATED ? n.src[2] : x;
+  const Pipeline& p = e.pipeline("norm", {Bind::storage, Bind::storage, Bind::storage, Bind::storage}, {ls, mode});
+  e.dispatch(p, {e.ssbo(x), e.ssbo(w), e.ssbo(z), e.ssbo(n.dst, true)},
+             {u32(rows), u32(D), e.off(x, 4), e.off(w, 4), e.off(z, 4), e.off(n.dst, 4), fbits(n.params.eps)}, gx, gy);
+}
+
+void record_rope(const OpEnv& e) {
+  const backend::Node& n = e.node;
+  const backend::TensorRef &x = n.src[0], &pos = n.src[1];
+  if (x.desc.ndim != 3 || pos.desc.numel() != x.desc.ne[0]) e.fail("expected x [N, H, D] and positions i32 [N]");
+  const int64_t N = x.desc.ne[0], H = x.desc.ne[1], D = x.desc.ne[2];
+  int64_t nd = n.params.n_dims ? n.params.n_dims : D;
+  if (nd % 2 || nd > D) e.fail(fmt::format("n_dims {} must be even and <= {}", nd, D));
+  int64_t nf = n.params.n_freq ? n.params.n_freq : nd / 2;
+  if (!N || !H || !D) return;
+  std::vector<float> freq(static_cast<size_t>(nd / 2));
+  for (size_t i = 0; i < freq.size(); ++i)
+    freq[i] = static_cast<float>(1.0 / std::pow(static_cast<double>(n.params.theta),
+                                                static_cast<double>(2 * i) / static_cast<double>(nd)));
+  const Allocation& fa = e.dev.temp_upload(freq.data(), freq.size() * 4);
+  const Pipeline& p = e.pipeline("rope", {Bind::storage, Bind::storage, Bind::storage, Bind::storage},
+                                 {n.params.mode == KILN_ROPE_NORMAL ? 1u : 0u});
+  int64_t per_head = D - nd / 2;
+  e.dispatch_items(p, {e.ssbo(x), e.ssbo(pos), e.ssbo(n.dst, true), Arg{&fa, VK_FORMAT_UNDEFINED, false, 0, 0}},
+                   {u32(N), u32(H), u32(D), u32(nd), u32(nf), e.off(x, 4), e.off(pos, 4), e.off(n.dst, 4),
+                    fbits(n.params.theta)},
+                   static_cast<uint64_t>(N * H * per_head));
+}
+
+}  // namespace kiln::vk

@@ -1,0 +1,163 @@
+// OpEnv helpers and the capability check (supports_op) of the Vulkan backend.
+#include <algorithm>
+
+#include "backend/vulkan/device.hpp"
+#include "backend/vulkan/ops/ops.hpp"
+#include "graph/ops.hpp"
+
+namespace kiln::vk {
+
+using backend::BackendError;
+using backend::DType;
+using backend::Support;
+using backend::TensorRef;
+
+const Allocation& OpEnv::alloc(const TensorRef& t) const {
+  auto* b = dynamic_cast<const VulkanBuffer*>(t.buffer);
+  if (!b) fail("a tensor is not in a Vulkan buffer");
+  return b->allocation();
+}
+
+Arg OpEnv::tex(const TensorRef& t, VkFormat f) const {
+  const Allocation& a = alloc(t);
+  uint64_t texel = (f == VK_FORMAT_R32G32B32A32_SFLOAT || f == VK_FORMAT_R32G32B32A32_UINT) ? 16 : 4;
+  uint64_t reach = std::min<uint64_t>(a.size / texel, dev.context().info().max_texel_elements) * texel;
+  if (t.offset + t.desc.bytes() > reach)
+    fail(fmt::format("tensor {} at byte {} lies beyond the device's texel-buffer reach ({} bytes); split it",
+                     t.desc.str(), t.offset, reach));
+  return Arg{&a, f, false, t.offset, t.desc.bytes()};
+}
+
+Arg OpEnv::ssbo(const TensorRef& t, bool write) const {
+  const Allocation& a = alloc(t);
+  uint64_t reach = std::min<uint64_t>(a.size, dev.context().info().max_storage_range);
+  if (t.offset + t.desc.bytes() > reach)
+    fail(fmt::format("tensor {} at byte {} lies beyond maxStorageBufferRange ({} bytes); split it", t.desc.str(),
+                     t.offset, reach));
+  return Arg{&a, VK_FORMAT_UNDEFINED, write, t.offset, t.desc.bytes()};
+}
+
+uint32_t OpEnv::off(const TensorRef& t, uint32_t elem_bytes) const {
+  if (t.offset % elem_bytes) fail(fmt::format("tensor offset {} is not a multiple of {} bytes", t.offset, elem_bytes));
+  uint64_t v = t.offset / elem_bytes;
+  if (v > UINT32_MAX) fail("tensor offset beyond 32-bit element addressing");
+  return static_cast<uint32_t>(v);
+}
+
+const Pipeline& OpEnv::pipeline(const std::string& shader, const std::vector<Bind>& b,
+                                const std::vector<uint32_t>& spec) const {
+  return dev.pipelines().get(shader, b, spec);
+}
+
+std::string OpEnv::label() const {
+  std::string s = graph::op_name(node.op);
+  if (node.op == KILN_OP_MATMUL || node.op == KILN_OP_MOE_MATMUL || node.op == KILN_OP_GET_ROWS)
+    s += std::string(" ") + backend::dtype_name(node.src[node.op == KILN_OP_GET_ROWS ? 0 : 1].desc.dtype);
+  return s;
+}
+
+void OpEnv::dispatch(const Pipeline& p, const std::vector<Arg>& args, const std::vector<uint32_t>& push,
+                     uint32_t gx, uint32_t gy, uint32_t gz) const {
+  std::string l = label();
+  rec.dispatch(p, args, push.data(), static_cast<uint32_t>(push.size() * 4), gx, gy, gz, l.c_str());
+}
+
+void OpEnv::dispatch_items(const Pipeline& p, const std::vector<Arg>& args, const std::vector<uint32_t>& push,
+                           uint64_t items, uint32_t per_group) const {
+  uint64_t groups = (items + per_group - 1) / per_group;
+  if (!groups) return;
+  uint64_t maxx = dev.context().info().max_groups[0];
+  uint32_t gx = static_cast<uint32_t>(std::min(groups, maxx));
+  uint32_t gy = static_cast<uint32_t>((groups + gx - 1) / gx);
+  dispatch(p, args, push, gx, gy);
+}
+
+void OpEnv::fail(const std::string& what) const {
+  throw BackendError(BackendError::Kind::invalid,
+                     fmt::format("[backend vulkan] {}: {}", backend::describe(node), what));
+}
+
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+bool is_float_cache(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+
+}  // namespace
+
+Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
+  const DeviceInfo& d = const_cast<VulkanDevice&>(dev).context().info();
+  const uint32_t sg = d.subgroup_size;
+  auto src = [&](int i) -> const backend::TensorDesc& { return n.src[static_cast<size_t>(i)].desc; };
+  auto f32 = [&](int i) { return src(i).dtype == DType::f32; };
+  for (uint32_t i = 0; i < n.n_src; ++i)
+    if (n.src[i].desc.numel() > INT32_MAX || n.src[i].offset / 2 > UINT32_MAX)
+      return Support::no(fmt::format("source {} has more than 2^31 elements", i));
+  switch (n.op) {
+    case KILN_OP_MATMUL:
+    case KILN_OP_MOE_MATMUL: {
+      DType w = src(1).dtype;
+      if (!f32(0)) return Support::no(fmt::format("{} activations (f32 only)", backend::dtype_name(src(0).dtype)));
+      if (!backend::is_weight_dtype(w) || w == DType::i32)
+        return Support::no(fmt::format("{} weights", backend::dtype_name(w)));
+      if (backend::is_quantized(w) && n.src[1].offset % 2)
+        return Support::no("quantized weights at an odd byte offset");
+      return Support::yes();
+    }
+    case KILN_OP_GET_ROWS: {
+      DType w = src(0).dtype;
+      if (w == DType::i32) return Support::no("i32 tables");
+      if (backend::is_quantized(w) && n.src[0].offset % 2) return Support::no("quantized table at an odd byte offset");
+      return Support::yes();
+    }
+    case KILN_OP_SET_ROWS:
+      if (!is_float_cache(src(0).dtype)) return Support::no(fmt::format("{} destination", backend::dtype_name(src(0).dtype)));
+      if (src(0).dtype != DType::f32 && !d.storage16) return Support::no("16-bit destination without storageBuffer16BitAccess");
+      return Support::yes();
+    case KILN_OP_SLICE:
+    case KILN_OP_CONCAT:
+      if (backend::is_quantized(src(0).dtype)) return Support::no("quantized tensors");
+      return Support::yes();
+    case KILN_OP_ADD:
+    case KILN_OP_MUL:
+      if (!f32(0) || !f32(1)) return Support::no("non-f32 operands");
+      return Support::yes();
+    case KILN_OP_SCALE:
+    case KILN_OP_SILU:
+    case KILN_OP_GELU_TANH:
+    case KILN_OP_SIGMOID:
+    case KILN_OP_SOFTPLUS:
+    case KILN_OP_SOFTCAP:
+    case KILN_OP_EXP:
+    case KILN_OP_L2_NORM:
+    case KILN_OP_SOFTMAX:
+    case KILN_OP_RMS_NORM:
+    case KILN_OP_ROPE:
+    case KILN_OP_TOP_K:
+    case KILN_OP_MOE_SUM:
+      if (!f32(0)) return Support::no(fmt::format("{} input (f32 only)", backend::dtype_name(src(0).dtype)));
+      if (n.op == KILN_OP_TOP_K && n.params.k > 64) return Support::no("k > 64");
+      return Support::yes();
+    case KILN_OP_MOE_WEIGHTS:
+      if (n.params.k > 64 || (n.src[1].desc.ndim == 2 && n.src[1].desc.ne[1] > 64)) return Support::no("more than 64 experts per token");
+      return Support::yes();
+    case KILN_OP_ATTENTION: {
+      if (!is_float_cache(src(1).dtype) || !is_float_cache(src(2).dtype))
+        return Support::no(fmt::format("{} / {} cache", backend::dtype_name(src(1).dtype), backend::dtype_name(src(2).dtype)));
+      int64_t dk = src(0).ndim == 3 ? src(0).ne[2] : 0, dv = src(2).ndim == 4 ? src(2).ne[3] : 0;
+      if (dk > 64 * sg || dv > 64 * sg)
+        return Support::no(fmt::format("head dim {} / {} > {} (64 per lane x subgroup {})", dk, dv, 64 * sg, sg));
+      return Support::yes();
+    }
+    case KILN_OP_CONV1D_CAUSAL:
+      if (src(1).ndim == 2 && src(1).ne[1] > 16) return Support::no(fmt::format("kernel width {} > 16", src(1).ne[1]));
+      return Support::yes();
+    case KILN_OP_GATED_DELTA:
+      if (src(0).ndim == 3 && src(0).ne[2] > 256) return Support::no(fmt::format("key head dim {} > 256", src(0).ne[2]));
+      return Support::yes();
+    default:
+      return Support::no("no Vulkan kernel for this op");
+  }
+}
+
+}  // namespace kiln::vk

@@ -1,0 +1,119 @@
+// Data movement: GET_ROWS (dequantizing gather), SET_ROWS (cache writes with dtype conversion),
+// SLICE and CONCAT (vkCmdCopyBuffer regions: no kernel needed).
+#include "backend/vulkan/device.hpp"
+#include "backend/vulkan/ops/ops.hpp"
+
+namespace kiln::vk {
+
+using backend::DType;
+
+namespace {
+
+int axis_of(const OpEnv& e, int axis, uint32_t ndim) {
+  int a = axis < 0 ? axis + static_cast<int>(ndim) : axis;
+  if (a < 0 || a >= static_cast<int>(ndim)) e.fail(fmt::format("axis {} outside a {}-d tensor", axis, ndim));
+  return a;
+}
+
+/** Elements before `axis` (outer count) and bytes from `axis` inwards per unit of that axis. */
+void split(const backend::TensorDesc& d, int axis, int64_t& outer, uint64_t& inner_bytes) {
+  outer = 1;
+  for (int i = 0; i < axis; ++i) outer *= d.ne[static_cast<size_t>(i)];
+  int64_t inner = 1;
+  for (uint32_t i = static_cast<uint32_t>(axis) + 1; i < d.ndim; ++i) inner *= d.ne[i];
+  inner_bytes = static_cast<uint64_t>(inner) * (d.dtype == DType::f16 || d.dtype == DType::bf16 ? 2 : 4);
+}
+
+void copy_regions(const OpEnv& e, const backend::TensorRef& src, const backend::TensorRef& dst,
+                  const std::vector<VkBufferCopy>& regions) {
+  std::vector<VkBufferCopy> abs = regions;
+  for (VkBufferCopy& r : abs) {
+    r.srcOffset += src.offset;
+    r.dstOffset += dst.offset;
+  }
+  e.rec.copy_regions(e.alloc(src), e.alloc(dst), abs);
+}
+
+}  // namespace
+
+void record_data(const OpEnv& e) {
+  const backend::Node& n = e.node;
+  switch (n.op) {
+    case KILN_OP_GET_ROWS: {
+      const backend::TensorRef &t = n.src[0], &ids = n.src[1];
+      const DType wt = t.desc.dtype;
+      const int64_t R = t.desc.ne[0], D = t.desc.numel() / std::max<int64_t>(R, 1), N = ids.desc.numel();
+      if (n.dst.desc.numel() != N * D) e.fail("result shape does not match");
+      if (!N || !D) return;
+      const bool quant = backend::is_quantized(wt);
+      if (quant && t.desc.last() % 32) e.fail("quantized rows must be whole 32-blocks");
+      const Pipeline& p = e.pipeline(std::string("get_rows_") + backend::dtype_name(wt),
+                                     {Bind::texel, Bind::storage, Bind::storage, Bind::storage}, {});
+      VkFormat f = wt == DType::f32 ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_R32_UINT;
+      uint32_t w_off = quant ? u32(static_cast<int64_t>(t.offset)) : e.off(t, wt == DType::f32 ? 4 : 2);
+      Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 4};  // idempotent flag: no hazard
+      e.dispatch_items(p, {e.tex(t, f), e.ssbo(ids), e.ssbo(n.dst, true), flags},
+                       {u32(N), u32(D), u32(R), w_off,
+                        u32(static_cast<int64_t>(quant ? backend::row_bytes(wt, D) : 0)), e.off(ids, 4),
+                        e.off(n.dst, 4)},
+                       static_cast<uint64_t>(N * D));
+      return;
+    }
+    case KILN_OP_SET_ROWS: {
+      const backend::TensorRef &dst = n.src[0], &rows = n.src[1], &slots = n.src[2];
+      const int64_t N = slots.desc.numel(), D = N ? rows.desc.numel() / N : 0;
+      const int64_t R = D ? dst.desc.numel() / D : 0;
+      if (N && rows.desc.numel() != N * D) e.fail("rows and slots disagree");
+      if (D && dst.desc.numel() % D) e.fail("destination rows do not match the row size");
+      if (!N || !D) return;
+      const DType dt = dst.desc.dtype;
+      uint32_t mode = dt == DType::f32 ? 0u : dt == DType::f16 ? 1u : 2u;
+      const Pipeline& p = e.pipeline("set_rows", {Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage},
+                                     {mode});
+      Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 4, 4};  // idempotent flag: no hazard
+      Arg d32 = e.ssbo(dst, true), d16 = e.ssbo(dst, true);
+      e.dispatch_items(p, {e.ssbo(rows), e.ssbo(slots), d32, d16, flags},
+                       {u32(N), u32(D), u32(R), e.off(rows, 4), e.off(slots, 4), e.off(dst, mode ? 2 : 4)},
+                       static_cast<uint64_t>(N * D));
+      return;
+    }
+    case KILN_OP_SLICE: {
+      const backend::TensorRef& x = n.src[0];
+      int a = axis_of(e, n.params.axis, x.desc.ndim);
+      int64_t size = x.desc.ne[static_cast<size_t>(a)];
+      int64_t b = n.params.begin, en = n.params.end ? n.params.end : size;
+      if (b < 0 || en > size || b > en) e.fail(fmt::format("range [{}, {}) outside axis size {}", b, en, size));
+      int64_t outer;
+      uint64_t inner;
+      split(x.desc, a, outer, inner);
+      std::vector<VkBufferCopy> regions;
+      for (int64_t o = 0; o < outer && en > b; ++o)
+        regions.push_back({static_cast<uint64_t>(o * size + b) * inner, static_cast<uint64_t>(o * (en - b)) * inner,
+                           static_cast<uint64_t>(en - b) * inner});
+      copy_regions(e, x, n.dst, regions);
+      return;
+    }
+    case KILN_OP_CONCAT: {
+      const backend::TensorRef &x = n.src[0], &y = n.src[1];
+      int a = axis_of(e, n.params.axis, x.desc.ndim);
+      int64_t sx = x.desc.ne[static_cast<size_t>(a)], sy = y.desc.ne[static_cast<size_t>(a)];
+      int64_t outer;
+      uint64_t inner;
+      split(x.desc, a, outer, inner);
+      std::vector<VkBufferCopy> rx, ry;
+      for (int64_t o = 0; o < outer; ++o) {
+        if (sx) rx.push_back({static_cast<uint64_t>(o * sx) * inner, static_cast<uint64_t>(o * (sx + sy)) * inner,
+                              static_cast<uint64_t>(sx) * inner});
+        if (sy) ry.push_back({static_cast<uint64_t>(o * sy) * inner, static_cast<uint64_t>(o * (sx + sy) + sx) * inner,
+                              static_cast<uint64_t>(sy) * inner});
+      }
+      copy_regions(e, x, n.dst, rx);
+      copy_regions(e, y, n.dst, ry);
+      return;
+    }
+    default:
+      e.fail("not a data op");
+  }
+}
+
+}  // namespace kiln::vk

@@ -1,0 +1,73 @@
+// MATMUL and MOE_MATMUL: one shader (matmul.comp) per weight dtype; the tile and the read path
+// come from KernelPolicy::matmul (kernels.cpp).
+#include "backend/vulkan/device.hpp"
+#include "backend/vulkan/ops/ops.hpp"
+
+namespace kiln::vk {
+
+using backend::DType;
+
+void record_matmul(const OpEnv& e) {
+  const backend::Node& n = e.node;
+  const bool moe = n.op == KILN_OP_MOE_MATMUL;
+  const backend::TensorRef &x = n.src[0], &w = n.src[1];
+  const DType wt = w.desc.dtype;
+  const int64_t K = x.desc.last();
+  int64_t M, R, kslots = 1;
+  if (moe) {
+    if (w.desc.ndim != 3 || n.src[2].desc.ndim != 2) e.fail("expected w [E, M, K] and ids [N, k]");
+    M = w.desc.ne[1];
+    kslots = n.src[2].desc.ne[1];
+    R = n.src[2].desc.ne[0] * kslots;
+  } else {
+    if (w.desc.ndim != 2) e.fail("expected w [M, K]");
+    M = w.desc.ne[0];
+    R = x.desc.rows();
+  }
+  if (w.desc.last() != K) e.fail("x and w disagree on K");
+  if (n.dst.desc.numel() != R * M) e.fail("result shape does not match");
+  if (backend::is_quantized(wt) && K % 32) e.fail("quantized K must be a multiple of 32");
+  if (R == 0 || M == 0) return;
+  if (K == 0) {
+    e.rec.fill_zero(e.alloc(n.dst), n.dst.offset, n.dst.desc.bytes());
+    return;
+  }
+
+  const bool quant = backend::is_quantized(wt);
+  // Operand alignment for vec4 / 8-wide texel reads (allocations start 256-byte aligned).
+  bool aligned = x.offset % 16 == 0 && K % 8 == 0;
+  if (!quant) aligned = aligned && w.offset % 16 == 0;
+  MatmulPlan plan = e.dev.policy().matmul(wt, R, K, aligned, moe);
+
+  uint32_t esize = wt == DType::f32 ? 4 : 2;
+  VkFormat xf = plan.aligned ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT;
+  VkFormat wf;
+  if (wt == DType::f32) wf = plan.aligned ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT;
+  else if (quant) wf = VK_FORMAT_R32_UINT;
+  else wf = plan.aligned ? VK_FORMAT_R32G32B32A32_UINT : VK_FORMAT_R32_UINT;
+
+  std::string shader = std::string("matmul_") + backend::dtype_name(wt);
+  uint32_t moe_mode = moe ? (x.desc.ndim == 2 ? 1u : 2u) : 0u;
+  const Pipeline& p = e.pipeline(shader, {Bind::texel, Bind::texel, Bind::storage, Bind::storage},
+                                 {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode});
+  std::vector<Arg> args = {e.tex(x, xf), e.tex(w, wf), moe ? e.ssbo(n.src[2]) : e.ssbo(x), e.ssbo(n.dst, true)};
+  uint32_t w_off = quant ? u32(static_cast<int64_t>(w.offset)) : e.off(w, esize);
+  std::vector<uint32_t> push = {u32(R),
+                                u32(M),
+                                u32(K),
+                                e.off(x, 4),
+                                w_off,
+                                e.off(n.dst, 4),
+                                u32(static_cast<int64_t>(backend::row_bytes(wt, K))),
+                                u32(kslots),
+                                moe ? e.off(n.src[2], 4) : 0u};
+  uint64_t gx = (static_cast<uint64_t>(M) + plan.tn - 1) / plan.tn;
+  uint64_t tiles = (static_cast<uint64_t>(R) + plan.tm - 1) / plan.tm;
+  const DeviceInfo& d = e.dev.context().info();
+  if (gx > d.max_groups[0]) e.fail(fmt::format("{} output features exceed the grid limit; split w", M));
+  uint64_t gy = std::min<uint64_t>(tiles, d.max_groups[1]);
+  uint64_t gz = (tiles + gy - 1) / gy;
+  e.dispatch(p, args, push, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(gz));
+}
+
+}  // namespace kiln::vk

@@ -1,0 +1,114 @@
+// Sequence mixers over the ragged batch: paged ATTENTION, CONV1D_CAUSAL and GATED_DELTA (state
+// updated in place), plus the MoE routing ops.
+#include <cmath>
+
+#include "backend/vulkan/device.hpp"
+#include "backend/vulkan/ops/ops.hpp"
+
+namespace kiln::vk {
+
+using backend::DType;
+
+namespace {
+
+uint32_t dt_code(DType t) { return t == DType::f32 ? 0u : t == DType::f16 ? 1u : 2u; }
+
+uint32_t row_groups(const OpEnv& e, uint64_t rows, uint32_t& gy) {
+  uint64_t maxx = e.dev.context().info().max_groups[0];
+  uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(rows, maxx));
+  gy = static_cast<uint32_t>((rows + gx - 1) / gx);
+  return gx;
+}
+
+}  // namespace
+
+void record_attention(const OpEnv& e) {
+  const backend::Node& n = e.node;
+  const backend::TensorRef &q = n.src[0], &kc = n.src[1], &vc = n.src[2], &bt = n.src[3], &seqs = n.src[4];
+  if (q.desc.ndim != 3 || kc.desc.ndim != 4 || vc.desc.ndim != 4 || bt.desc.ndim != 2)
+    e.fail("expected q [N, Hq, Dk], caches [B, BS, Hkv, D], block_table [S, MB]");
+  const int64_t N = q.desc.ne[0], Hq = q.desc.ne[1], Dk = q.desc.ne[2];
+  const int64_t BS = kc.desc.ne[1], Hkv = kc.desc.ne[2], Dv = vc.desc.ne[3];
+  if (kc.desc.ne[3] != Dk || Hkv == 0 || Hq % Hkv) e.fail("cache shapes do not match q");
+  const int64_t S = seqs.desc.ne[0], MB = bt.desc.ne[1];
+  if (!N || !Hq) return;
+  const uint32_t ls = e.dev.policy().row_local_size;
+  const Pipeline& p = e.pipeline("attention",
+                                 {Bind::storage, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage},
+                                 {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype)});
+  float scale = n.params.scale != 0.0f ? n.params.scale : 1.0f / std::sqrt(static_cast<float>(Dk));
+  uint32_t ke = kc.desc.dtype == DType::f32 ? 4 : 2, ve = vc.desc.dtype == DType::f32 ? 4 : 2;
+  uint32_t gy = 1, gx = row_groups(e, static_cast<uint64_t>(N * Hq), gy);
+  e.dispatch(p,
+             {e.ssbo(q), e.tex(kc, VK_FORMAT_R32_UINT), e.tex(vc, VK_FORMAT_R32_UINT), e.ssbo(bt), e.ssbo(seqs),
+              e.ssbo(n.dst, true)},
+             {u32(N), u32(Hq), u32(Dk), u32(Dv), u32(BS), u32(Hkv), u32(S), u32(MB), e.off(q, 4), e.off(kc, ke),
+              e.off(vc, ve), e.off(bt, 4), e.off(seqs, 4), e.off(n.dst, 4), fbits(scale), fbits(n.params.cap),
+              static_cast<uint32_t>(n.params.window)},
+             gx, gy);
+}
+
+void record_recurrent(const OpEnv& e) {
+  const backend::Node& n = e.node;
+  // Rows outside every sequence produce 0: clear the result first (the kernels write the rest).
+  e.rec.fill_zero(e.alloc(n.dst), n.dst.offset, n.dst.desc.bytes());
+  if (n.op == KILN_OP_CONV1D_CAUSAL) {
+    const backend::TensorRef &x = n.src[0], &w = n.src[1], &st = n.src[2], &seqs = n.src[3];
+    if (x.desc.ndim != 2 || w.desc.ndim != 2 || st.desc.ndim != 3) e.fail("expected x [N, C], w [C, K], state [slots, K-1, C]");
+    const int64_t C = x.desc.ne[1], K = w.desc.ne[1], S = seqs.desc.ne[0];
+    if (w.desc.ne[0] != C || st.desc.ne[1] != K - 1 || st.desc.ne[2] != C) e.fail("w / state do not match x");
+    if (!S || !C) return;
+    const Pipeline& p = e.pipeline("conv1d", {Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage}, {});
+    e.dispatch_items(p, {e.ssbo(x), e.ssbo(w), e.ssbo(st, true), e.ssbo(seqs), e.ssbo(n.dst, true)},
+                     {u32(S), u32(C), u32(K), e.off(x, 4), e.off(w, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4)},
+                     static_cast<uint64_t>(S * C));
+    return;
+  }
+  const backend::TensorRef &q = n.src[0], &k = n.src[1], &v = n.src[2], &g = n.src[3], &beta = n.src[4],
+                           &st = n.src[5], &seqs = n.src[6];
+  if (q.desc.ndim != 3 || v.desc.ndim != 3 || st.desc.ndim != 4) e.fail("expected q/k [N, Hk, Dk], v [N, Hv, Dv], state [slots, Hv, Dk, Dv]");
+  const int64_t Hk = q.desc.ne[1], Dk = q.desc.ne[2], Hv = v.desc.ne[1], Dv = v.desc.ne[2], S = seqs.desc.ne[0];
+  if (Hk == 0 || Hv % Hk || st.desc.ne[1] != Hv || st.desc.ne[2] != Dk || st.desc.ne[3] != Dv)
+    e.fail("state / head shapes do not match");
+  if (!S) return;
+  const Pipeline& p = e.pipeline("gated_delta", std::vector<Bind>(8, Bind::storage), {});
+  e.dispatch_items(p,
+                   {e.ssbo(q), e.ssbo(k), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(st, true), e.ssbo(seqs),
+                    e.ssbo(n.dst, true)},
+                   {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, 4), e.off(k, 4), e.off(v, 4), e.off(g, 4),
+                    e.off(beta, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4)},
+                   static_cast<uint64_t>(S * Hv * Dv));
+}
+
+void record_moe(const OpEnv& e) {
+  const backend::Node& n = e.node;
+  if (n.op == KILN_OP_TOP_K) {
+    const backend::TensorRef& x = n.src[0];
+    const int64_t E = x.desc.last(), N = x.desc.rows(), K = n.params.k;
+    if (K <= 0 || K > E) e.fail(fmt::format("k = {} outside [1, {}]", K, E));
+    const Pipeline& p = e.pipeline("top_k", {Bind::storage, Bind::storage}, {});
+    e.dispatch_items(p, {e.ssbo(x), e.ssbo(n.dst, true)}, {u32(N), u32(E), u32(K), e.off(x, 4), e.off(n.dst, 4)},
+                     static_cast<uint64_t>(N));
+    return;
+  }
+  if (n.op == KILN_OP_MOE_WEIGHTS) {
+    const backend::TensorRef &l = n.src[0], &ids = n.src[1];
+    const int64_t E = l.desc.last(), N = l.desc.rows(), K = ids.desc.last();
+    bool has_scale = n.n_src > 2 && n.src[2].buffer;
+    const backend::TensorRef& sc = has_scale ? n.src[2] : l;
+    const Pipeline& p = e.pipeline("moe_weights", std::vector<Bind>(4, Bind::storage), {has_scale ? 1u : 0u});
+    e.dispatch_items(p, {e.ssbo(l), e.ssbo(ids), e.ssbo(sc), e.ssbo(n.dst, true)},
+                     {u32(N), u32(E), u32(K), (static_cast<uint32_t>(n.params.mode) & KILN_MOE_RENORMALIZE) ? 1u : 0u,
+                      e.off(l, 4), e.off(ids, 4), e.off(sc, 4), e.off(n.dst, 4)},
+                     static_cast<uint64_t>(N));
+    return;
+  }
+  const backend::TensorRef &y = n.src[0], &w = n.src[1];
+  if (y.desc.ndim != 3) e.fail("expected y [N, k, M]");
+  const int64_t N = y.desc.ne[0], K = y.desc.ne[1], M = y.desc.ne[2];
+  const Pipeline& p = e.pipeline("moe_sum", {Bind::storage, Bind::storage, Bind::storage}, {});
+  e.dispatch_items(p, {e.ssbo(y), e.ssbo(w), e.ssbo(n.dst, true)},
+                   {u32(N), u32(K), u32(M), e.off(y, 4), e.off(w, 4), e.off(n.dst, 4)}, static_cast<uint64_t>(N * M));
+}
+
+}  // namespace kiln::vk

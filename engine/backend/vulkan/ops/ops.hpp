@@ -1,0 +1,57 @@
+// Op recording on Vulkan: one function per op family records the dispatches of one node into the
+// graph's command buffer, and one checks whether a node can run (supports_op). Shared helpers turn
+// TensorRefs into kernel arguments and element offsets.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/vulkan/command.hpp"
+#include "backend/vulkan/kernels.hpp"
+#include "backend/vulkan/pipeline.hpp"
+
+namespace kiln::vk {
+
+class VulkanDevice;
+
+struct OpEnv {
+  VulkanDevice& dev;
+  Recorder& rec;
+  const backend::Node& node;
+  const Allocation& flags;
+
+  const Allocation& alloc(const backend::TensorRef& t) const;
+  /** Texel-view argument over t's allocation (offsets go in push constants). */
+  Arg tex(const backend::TensorRef& t, VkFormat f) const;
+  Arg ssbo(const backend::TensorRef& t, bool write = false) const;
+  /** t.offset / elem_bytes, checking divisibility and the 32-bit range of push constants. */
+  uint32_t off(const backend::TensorRef& t, uint32_t elem_bytes) const;
+  const Pipeline& pipeline(const std::string& shader, const std::vector<Bind>& b, const std::vector<uint32_t>& spec) const;
+  void dispatch(const Pipeline& p, const std::vector<Arg>& args, const std::vector<uint32_t>& push, uint32_t gx,
+                uint32_t gy = 1, uint32_t gz = 1) const;
+  /** One 64-wide workgroup per 64 items, folded into y beyond the x grid limit. */
+  void dispatch_items(const Pipeline& p, const std::vector<Arg>& args, const std::vector<uint32_t>& push,
+                      uint64_t items, uint32_t per_group = 64) const;
+  [[noreturn]] void fail(const std::string& what) const;
+  std::string label() const;
+};
+
+inline uint32_t fbits(float f) { return std::bit_cast<uint32_t>(f); }
+inline uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+
+void record_matmul(const OpEnv& e);       // MATMUL, MOE_MATMUL
+void record_elementwise(const OpEnv& e);  // ADD, MUL, unary ops
+void record_norm(const OpEnv& e);         // RMS_NORM, L2_NORM, SOFTMAX
+void record_rope(const OpEnv& e);
+void record_data(const OpEnv& e);         // GET_ROWS, SET_ROWS, SLICE, CONCAT
+void record_attention(const OpEnv& e);
+void record_recurrent(const OpEnv& e);    // CONV1D_CAUSAL, GATED_DELTA
+void record_moe(const OpEnv& e);          // TOP_K, MOE_WEIGHTS, MOE_SUM
+
+/** Op/dtype/shape capability check for this device (cheap, content independent). */
+backend::Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n);
+
+}  // namespace kiln::vk

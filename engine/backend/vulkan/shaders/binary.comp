@@ -1,0 +1,26 @@
+#version 450
+// out = a (op) b with numpy broadcasting of b onto a (4-D, b's strides 0 where broadcast).
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint OP = 8;  // 8 ADD, 9 MUL
+
+layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer B { float b[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer Out { float o[]; };
+layout(push_constant) uniform PC {
+  uint n;
+  uint a_off, b_off, o_off;
+  uint ne1, ne2, ne3;          // a's dims 1..3 (dim 0 outermost)
+  uint bs0, bs1, bs2, bs3;     // b's element strides per a-dim (0: broadcast)
+} pc;
+
+void main() {
+  uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u;
+  if (i >= pc.n) return;
+  uint i3 = i % pc.ne3, t = i / pc.ne3;
+  uint i2 = t % pc.ne2;
+  t /= pc.ne2;
+  uint i1 = t % pc.ne1, i0 = t / pc.ne1;
+  float bv = b[pc.b_off + i0 * pc.bs0 + i1 * pc.bs1 + i2 * pc.bs2 + i3 * pc.bs3];
+  float av = a[pc.a_off + i];
+  o[pc.o_off + i] = OP == 8u ? av + bv : av * bv;
+}

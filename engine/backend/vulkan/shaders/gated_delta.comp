@@ -1,0 +1,52 @@
+#version 450
+// Gated delta rule, recurrent form, for both decode and prefill: one invocation per (sequence,
+// value head, value column dv) holding the state column S[:, dv] (Dk values) in registers:
+//   S <- e^g S;  u = S^T k;  S <- S + k (beta (v - u))^T;  o = S^T q.
+// Columns are independent, so this is exact to the recurrence; the chunked (WY) form is not
+// implemented on Vulkan (CHUNKED runs this kernel; docs/vulkan.md).
+layout(local_size_x = 64) in;
+const uint MAXDK = 256u;
+
+layout(std430, set = 0, binding = 0) readonly buffer Qb { float q[]; };
+layout(std430, set = 0, binding = 1) readonly buffer Kb { float k[]; };
+layout(std430, set = 0, binding = 2) readonly buffer Vb { float v[]; };
+layout(std430, set = 0, binding = 3) readonly buffer Gb { float g[]; };
+layout(std430, set = 0, binding = 4) readonly buffer Bb { float beta[]; };
+layout(std430, set = 0, binding = 5) buffer State { float st[]; };
+layout(std430, set = 0, binding = 6) readonly buffer Seqs { int seqs[]; };
+layout(std430, set = 0, binding = 7) writeonly buffer Out { float o[]; };
+layout(push_constant) uniform PC {
+  uint S, Hk, Hv, Dk, Dv;
+  uint q_off, k_off, v_off, g_off, b_off, st_off, seqs_off, o_off;
+} pc;
+
+void main() {
+  uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u;
+  if (i >= pc.S * pc.Hv * pc.Dv) return;
+  uint dv = i % pc.Dv, t0 = i / pc.Dv;
+  uint h = t0 % pc.Hv, s = t0 / pc.Hv;
+  uint hk = h / (pc.Hv / pc.Hk);
+  uint q_start = uint(seqs[pc.seqs_off + s * 4u]), q_len = uint(seqs[pc.seqs_off + s * 4u + 1u]);
+  uint slot = uint(seqs[pc.seqs_off + s * 4u + 3u]);
+  uint sb = pc.st_off + (slot * pc.Hv + h) * pc.Dk * pc.Dv + dv;
+  float col[MAXDK];
+  for (uint d = 0u; d < pc.Dk; ++d) col[d] = st[sb + d * pc.Dv];
+  for (uint t = 0u; t < q_len; ++t) {
+    uint n = q_start + t;
+    uint kb = pc.k_off + (n * pc.Hk + hk) * pc.Dk, qb = pc.q_off + (n * pc.Hk + hk) * pc.Dk;
+    float decay = exp(g[pc.g_off + n * pc.Hv + h]);
+    float u = 0.0;
+    for (uint d = 0u; d < pc.Dk; ++d) {
+      col[d] *= decay;
+      u += col[d] * k[kb + d];
+    }
+    float delta = beta[pc.b_off + n * pc.Hv + h] * (v[pc.v_off + (n * pc.Hv + h) * pc.Dv + dv] - u);
+    float out_v = 0.0;
+    for (uint d = 0u; d < pc.Dk; ++d) {
+      col[d] += k[kb + d] * delta;
+      out_v += col[d] * q[qb + d];
+    }
+    o[pc.o_off + (n * pc.Hv + h) * pc.Dv + dv] = out_v;
+  }
+  for (uint d = 0u; d < pc.Dk; ++d) st[sb + d * pc.Dv] = col[d];
+}

@@ -1,0 +1,51 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+// out[n, :] = dequant(table[ids[n], :]) for every weight dtype (one WT_* define per variant).
+// One invocation per output element; rows of quantized tables are whole 32-blocks.
+layout(local_size_x = 64) in;
+#define WLOAD_BINDING 0
+#include "wload.glsl"
+layout(std430, set = 0, binding = 1) readonly buffer Ids { int ids[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer Out { float o[]; };
+layout(std430, set = 0, binding = 3) buffer Err { uint bad_id; };
+
+layout(push_constant) uniform PC {
+  uint N;      // rows out
+  uint D;      // elements per row
+  uint R;      // rows in the table
+  uint w_off;  // elements (f32/f16/bf16) or bytes (quantized)
+  uint w_row;  // bytes per row (quantized)
+  uint ids_off;
+  uint o_off;
+} pc;
+
+void main() {
+  uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u;
+  if (i >= pc.N * pc.D) return;
+  uint n = i / pc.D, e = i % pc.D;
+  int id = ids[pc.ids_off + n];
+  if (id < 0 || uint(id) >= pc.R) {
+    bad_id = 1u;
+    o[pc.o_off + i] = 0.0;
+    return;
+  }
+#if defined(WT_QUANT)
+  uint b = pc.w_off + uint(id) * pc.w_row + (e / 32u) * BLOCK_BYTES;
+  uint j = e % 32u;
+  float d = block_scale(b);
+  uint q = b + 2u;
+#if defined(WT_Q8_0)
+  uint byte_at = q + j;
+  uint word = wword(byte_at >> 2);
+  int v = int(word << (24u - 8u * (byte_at & 3u))) >> 24;
+  o[pc.o_off + i] = float(v) * d;
+#else
+  uint byte_at = q + (j % 16u);
+  uint bytev = (wword(byte_at >> 2) >> (8u * (byte_at & 3u))) & 0xffu;
+  uint nib = j < 16u ? (bytev & 0xfu) : (bytev >> 4);
+  o[pc.o_off + i] = float(int(nib) - 8) * d;
+#endif
+#else
+  o[pc.o_off + i] = w_scalar(pc.w_off + uint(id) * pc.D + e);
+#endif
+}

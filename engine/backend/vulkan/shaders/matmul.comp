@@ -1,0 +1,144 @@
+#version 450
+// y[r, m] = sum_k x[r, k] * w[m, k] for every weight dtype (one WT_* define per variant), and the
+// grouped expert product (MOE != 0: row r uses expert ids[r]).
+//
+// One workgroup = one subgroup computes a TM x TN tile of outputs; lane l owns the K-chunks
+// l, l+SG, l+2SG, ... (8 elements per chunk, one 32-block for quantized weights). Every output's
+// reduction order is therefore fixed by K and the subgroup size alone: chunk partials in order, a
+// fixed horizontal sum, the K%8 tail, then subgroupAdd. The ALIGNED path (vec4 texel reads) and
+// the scalar path perform the same arithmetic, and TM/TN only choose which outputs share loads, so
+// a row's result is bitwise the same alone or in any batch (docs/backend.md §5).
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : enable
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint TM = 1;
+layout(constant_id = 2) const uint TN = 4;
+layout(constant_id = 3) const bool ALIGNED = false;
+layout(constant_id = 4) const uint MOE = 0;  // 0: plain; 1: MoE, x row = r / kslots; 2: MoE, x row = r
+
+layout(set = 0, binding = 0) uniform samplerBuffer X;  // R32F, or RGBA32F when ALIGNED
+#define WLOAD_BINDING 1
+#include "wload.glsl"
+layout(std430, set = 0, binding = 2) readonly buffer Ids { int ids[]; };
+layout(std430, set = 0, binding = 3) writeonly buffer Y { float y[]; };
+
+layout(push_constant) uniform PC {
+  uint R;        // output rows
+  uint M;        // output features (weight rows)
+  uint K;
+  uint x_off;    // elements
+  uint w_off;    // elements (f32/f16/bf16) or bytes (quantized)
+  uint y_off;    // elements
+  uint w_row;    // bytes per weight row (quantized)
+  uint kslots;   // MoE: experts per token
+  uint ids_off;  // elements
+} pc;
+
+vec4 x4(uint row, uint e) {
+  uint i = pc.x_off + row * pc.K + e;
+  if (ALIGNED) return texelFetch(X, int(i >> 2));
+  return vec4(texelFetch(X, int(i)).x, texelFetch(X, int(i + 1u)).x, texelFetch(X, int(i + 2u)).x,
+              texelFetch(X, int(i + 3u)).x);
+}
+
+#if !defined(WT_QUANT)
+// 8 weights of row `wr` starting at element e (e % 8 == 0).
+void w8(uint wr, uint e, out vec4 lo, out vec4 hi) {
+  uint i = pc.w_off + wr * pc.K + e;
+#if defined(WT_F32)
+  if (ALIGNED) {
+    lo = texelFetch(W, int(i >> 2));
+    hi = texelFetch(W, int((i >> 2) + 1u));
+    return;
+  }
+#else
+  if (ALIGNED) {
+    uvec4 t = texelFetch(W, int(i >> 3));
+#if defined(WT_F16)
+    lo = vec4(unpackHalf2x16(t.x), unpackHalf2x16(t.y));
+    hi = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
+#else
+    lo = vec4(uintBitsToFloat(t.x << 16), uintBitsToFloat(t.x & 0xffff0000u), uintBitsToFloat(t.y << 16),
+              uintBitsToFloat(t.y & 0xffff0000u));
+    hi = vec4(uintBitsToFloat(t.z << 16), uintBitsToFloat(t.z & 0xffff0000u), uintBitsToFloat(t.w << 16),
+              uintBitsToFloat(t.w & 0xffff0000u));
+#endif
+    return;
+  }
+#endif
+  lo = vec4(w_scalar(i), w_scalar(i + 1u), w_scalar(i + 2u), w_scalar(i + 3u));
+  hi = vec4(w_scalar(i + 4u), w_scalar(i + 5u), w_scalar(i + 6u), w_scalar(i + 7u));
+}
+#endif
+
+void main() {
+  const uint SG = gl_WorkGroupSize.x;
+  uint lane = gl_LocalInvocationID.x;
+  uint m0 = gl_WorkGroupID.x * TN;
+  uint r0 = (gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y) * TM;
+  if (r0 >= pc.R) return;
+
+  uint xrow[TM];
+  [[unroll]] for (uint t = 0u; t < TM; ++t) {
+    uint r = min(r0 + t, pc.R - 1u);
+    xrow[t] = MOE == 1u ? r / pc.kslots : r;
+  }
+  uint wbase = 0u;  // first weight row of this tile's expert
+  if (MOE != 0u) wbase = uint(ids[pc.ids_off + r0]) * pc.M;
+  uint wr[TN];
+  [[unroll]] for (uint n = 0u; n < TN; ++n) wr[n] = wbase + min(m0 + n, pc.M - 1u);
+
+  vec4 acc[TM * TN];
+  [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = vec4(0.0);
+
+#if defined(WT_QUANT)
+  uint nblocks = pc.K / 32u;
+  for (uint c = lane; c < nblocks; c += SG) {
+    vec4 xv[TM * 8];
+    [[unroll]] for (uint t = 0u; t < TM; ++t)
+      [[unroll]] for (uint s = 0u; s < 8u; ++s) xv[t * 8u + s] = x4(xrow[t], c * 32u + s * 4u);
+    [[unroll]] for (uint n = 0u; n < TN; ++n) {
+      vec4 q[8];
+      float d = load_block(pc.w_off + wr[n] * pc.w_row + c * BLOCK_BYTES, q);
+      [[unroll]] for (uint t = 0u; t < TM; ++t) {
+        vec4 b = vec4(0.0);
+        [[unroll]] for (uint s = 0u; s < 8u; ++s) b = fma(q[s], xv[t * 8u + s], b);
+        acc[t * TN + n] = fma(vec4(d), b, acc[t * TN + n]);
+      }
+    }
+  }
+#else
+  uint nchunks = pc.K / 8u;
+  for (uint c = lane; c < nchunks; c += SG) {
+    vec4 xl[TM], xh[TM];
+    [[unroll]] for (uint t = 0u; t < TM; ++t) {
+      xl[t] = x4(xrow[t], c * 8u);
+      xh[t] = x4(xrow[t], c * 8u + 4u);
+    }
+    [[unroll]] for (uint n = 0u; n < TN; ++n) {
+      vec4 lo, hi;
+      w8(wr[n], c * 8u, lo, hi);
+      [[unroll]] for (uint t = 0u; t < TM; ++t) {
+        acc[t * TN + n] = fma(lo, xl[t], acc[t * TN + n]);
+        acc[t * TN + n] = fma(hi, xh[t], acc[t * TN + n]);
+      }
+    }
+  }
+#endif
+
+  [[unroll]] for (uint t = 0u; t < TM; ++t) {
+    [[unroll]] for (uint n = 0u; n < TN; ++n) {
+      vec4 a = acc[t * TN + n];
+      float s = (a.x + a.y) + (a.z + a.w);
+#if !defined(WT_QUANT)
+      // The K % 8 tail: element j goes to lane j % SG, in order.
+      for (uint e = nchunks * 8u + lane; e < pc.K; e += SG)
+        s = fma(w_scalar(pc.w_off + wr[n] * pc.K + e), texelFetch(X, int(pc.x_off + xrow[t] * pc.K + e)).x, s);
+#endif
+      float tot = subgroupAdd(s);
+      uint r = r0 + t, m = m0 + n;
+      if (lane == 0u && r < pc.R && m < pc.M) y[pc.y_off + r * pc.M + m] = tot;
+    }
+  }
+}

@@ -1,0 +1,35 @@
+#version 450
+// Top-k ids per row, descending, ties to the lower index: k passes, each picking the best element
+// strictly after the previous pick in (value desc, index asc) order. One invocation per row.
+layout(local_size_x = 64) in;
+layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer Ids { int ids[]; };
+layout(push_constant) uniform PC {
+  uint N, E, K;
+  uint x_off, o_off;
+} pc;
+
+void main() {
+  uint n = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u;
+  if (n >= pc.N) return;
+  uint xb = pc.x_off + n * pc.E;
+  float pv = 1.0 / 0.0;
+  int pi = -1;
+  bool first = true;
+  for (uint j = 0u; j < pc.K; ++j) {
+    float bv = 0.0;
+    int bi = -1;
+    for (uint e = 0u; e < pc.E; ++e) {
+      float v = x[xb + e];
+      bool after = first || v < pv || (v == pv && int(e) > pi);
+      if (after && (bi < 0 || v > bv)) {
+        bv = v;
+        bi = int(e);
+      }
+    }
+    ids[pc.o_off + n * pc.K + j] = bi;
+    pv = bv;
+    pi = bi;
+    first = false;
+  }
+}

@@ -1,0 +1,86 @@
+// Weight-element loaders shared by matmul.comp and get_rows.comp. Exactly one WT_* is defined.
+// f32 weights come through a samplerBuffer (R32F view, or RGBA32F when ALIGNED); every other
+// dtype through a usamplerBuffer (R32UI view, or RGBA32UI when ALIGNED for f16/bf16) whose words
+// are unpacked here, so quantized blocks are dequantized in place (no repacking). Offsets:
+// W_OFF is in elements for f32/f16/bf16 and in bytes for q8_0/q4_0.
+#ifndef KILN_WLOAD_GLSL
+#define KILN_WLOAD_GLSL
+
+#if defined(WT_F32)
+layout(set = 0, binding = WLOAD_BINDING) uniform samplerBuffer W;
+#else
+layout(set = 0, binding = WLOAD_BINDING) uniform usamplerBuffer W;
+#endif
+
+#if defined(WT_Q8_0) || defined(WT_Q4_0)
+#define WT_QUANT 1
+#endif
+
+float half_bits(uint h) { return unpackHalf2x16(h).x; }
+float bf16_bits(uint h) { return uintBitsToFloat(h << 16); }
+
+#if defined(WT_F32)
+float w_scalar(uint e) { return texelFetch(W, int(e)).x; }
+#elif defined(WT_F16) || defined(WT_BF16)
+float w_scalar(uint e) {
+  uint word = texelFetch(W, int(e >> 1)).x;
+  uint h = (e & 1u) != 0u ? (word >> 16) : (word & 0xffffu);
+#if defined(WT_F16)
+  return half_bits(h);
+#else
+  return bf16_bits(h);
+#endif
+}
+#endif
+
+#if defined(WT_QUANT)
+uint wword(uint i) { return texelFetch(W, int(i)).x; }
+// Reads the 32-bit words of a block's payload starting at byte q (2-byte aligned) into u[]:
+// aligned payloads are direct word reads, others are funnel-shifted from neighbouring words.
+float block_scale(uint b) {
+  uint w0 = wword(b >> 2);
+  return half_bits((b & 2u) != 0u ? (w0 >> 16) : (w0 & 0xffffu));
+}
+#if defined(WT_Q8_0)
+const uint QWORDS = 8u;
+const uint BLOCK_BYTES = 34u;
+#else
+const uint QWORDS = 4u;
+const uint BLOCK_BYTES = 18u;
+#endif
+void block_words(uint q, out uint u[QWORDS]) {
+  uint i0 = q >> 2;
+  if ((q & 2u) == 0u) {
+    [[unroll]] for (uint i = 0u; i < QWORDS; ++i) u[i] = wword(i0 + i);
+  } else {
+    uint prev = wword(i0);
+    [[unroll]] for (uint i = 0u; i < QWORDS; ++i) {
+      uint next = wword(i0 + i + 1u);
+      u[i] = (prev >> 16) | (next << 16);
+      prev = next;
+    }
+  }
+}
+// One block at byte b: scale d and the 32 integer values as 8 vec4 (element order).
+float load_block(uint b, out vec4 v[8]) {
+  float d = block_scale(b);
+  uint u[QWORDS];
+  block_words(b + 2u, u);
+#if defined(WT_Q8_0)
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+    ivec4 s = ivec4(int(u[i] << 24), int(u[i] << 16), int(u[i] << 8), int(u[i])) >> 24;
+    v[i] = vec4(s);
+  }
+#else
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+    uvec4 lo = (uvec4(u[i]) >> uvec4(0u, 8u, 16u, 24u)) & 0xfu;
+    uvec4 hi = (uvec4(u[i]) >> uvec4(4u, 12u, 20u, 28u)) & 0xfu;
+    v[i] = vec4(ivec4(lo) - 8);
+    v[i + 4u] = vec4(ivec4(hi) - 8);
+  }
+#endif
+  return d;
+}
+#endif
+
+#endif
