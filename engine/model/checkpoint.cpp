@@ -238,24 +238,79 @@ Checkpoint Checkpoint::open_hf(const std::string& dir_str, const std::string& si
   return c;
 }
 
-std::vector<const TensorInfo*> check_weights(const Checkpoint& ckpt, const std::vector<WeightDecl>& decls) {
-  std::vector<const TensorInfo*> out;
+WeightDecl WeightDecl::from_c(const kiln_tensor_decl& d) {
+  WeightDecl w;
+  w.name = d.name ? d.name : "";
+  w.dtype = d.dtype;
+  for (uint32_t i = 0; i < d.ndim && i < KILN_MAX_DIMS; ++i) w.shape.push_back(d.shape[i]);
+  w.optional = d.optional != 0;
+  w.convert = d.convert != 0;
+  w.stack = d.stack;
+  return w;
+}
+
+namespace {
+
+std::string piece_name(const std::string& pattern, uint32_t i) {
+  std::string n = pattern;
+  const size_t at = n.find("{}");
+  if (at != std::string::npos) n.replace(at, 2, std::to_string(i));
+  return n;
+}
+
+bool is_float_storage(DType t) {
+  return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::f64 || is_quantized(t);
+}
+
+}  // namespace
+
+std::vector<std::vector<const TensorInfo*>> check_weights(const Checkpoint& ckpt, const std::vector<WeightDecl>& decls) {
+  std::vector<std::vector<const TensorInfo*>> out;
   std::vector<std::string> errors;
   for (const auto& d : decls) {
-    const TensorInfo* t = ckpt.find(d.name);
-    out.push_back(t);
-    if (!t) {
-      if (!d.optional)
-        errors.push_back(fmt::format("tensor '{}' (expected {} {}) is missing from {}", d.name, shape_str(d.shape),
-                                     kiln_dtype_name(d.dtype), ckpt.path()));
+    out.emplace_back();
+    auto& pieces = out.back();
+    // A stacked declaration is checked piece by piece against its shape without the stacked dim.
+    std::vector<int64_t> want = d.shape;
+    if (d.stack) {
+      if (d.name.find("{}") == std::string::npos || want.empty() || (want[0] >= 0 && want[0] != d.stack)) {
+        errors.push_back(fmt::format("tensor '{}': a stacked declaration needs '{{}}' in the name and a leading dim "
+                                     "of {} (the plugin is wrong)",
+                                     d.name, d.stack));
+        continue;
+      }
+      want.erase(want.begin());
+    }
+    const uint32_t n = d.stack ? d.stack : 1;
+    std::vector<std::string> missing;
+    for (uint32_t i = 0; i < n; ++i) {
+      const std::string name = d.stack ? piece_name(d.name, i) : d.name;
+      const TensorInfo* t = ckpt.find(name);
+      if (!t) {
+        missing.push_back(name);
+        continue;
+      }
+      pieces.push_back(t);
+      bool shape_ok = t->shape.size() == want.size();
+      for (size_t k = 0; shape_ok && k < want.size(); ++k) shape_ok = want[k] < 0 || want[k] == t->shape[k];
+      const bool dtype_ok = d.dtype == KILN_DTYPE_ANY ||
+                            (d.convert ? is_float_storage(t->dtype)
+                                       : static_cast<uint32_t>(to_kiln_dtype(t->dtype)) == d.dtype);
+      if (!shape_ok || !dtype_ok)
+        errors.push_back(fmt::format("tensor '{}': expected {} {}, found {} {} in {}", name, shape_str(want),
+                                     kiln_dtype_name(d.dtype), shape_str(t->shape), dtype_name(t->dtype), t->file));
+      else if (!pieces.empty() && (t->dtype != pieces[0]->dtype || t->shape != pieces[0]->shape))
+        errors.push_back(fmt::format("tensor '{}' is {} {} but '{}' is {} {}; stacked pieces must agree", name,
+                                     dtype_name(t->dtype), shape_str(t->shape), pieces[0]->name,
+                                     dtype_name(pieces[0]->dtype), shape_str(pieces[0]->shape)));
+    }
+    if (missing.size() == n && d.optional) {
+      pieces.clear();
       continue;
     }
-    bool shape_ok = t->shape.size() == d.shape.size();
-    for (size_t i = 0; shape_ok && i < d.shape.size(); ++i) shape_ok = d.shape[i] < 0 || d.shape[i] == t->shape[i];
-    const bool dtype_ok = d.dtype == KILN_DTYPE_ANY || static_cast<uint32_t>(to_kiln_dtype(t->dtype)) == d.dtype;
-    if (!shape_ok || !dtype_ok)
-      errors.push_back(fmt::format("tensor '{}': expected {} {}, found {} {} in {}", d.name, shape_str(d.shape),
-                                   kiln_dtype_name(d.dtype), shape_str(t->shape), dtype_name(t->dtype), t->file));
+    for (const auto& m : missing)
+      errors.push_back(fmt::format("tensor '{}' (expected {} {}) is missing from {}", m, shape_str(want),
+                                   kiln_dtype_name(d.dtype), ckpt.path()));
   }
   if (!errors.empty()) {
     std::string msg = fmt::format("[model] the checkpoint does not match what the '{}' model plugin expects ({} "

@@ -75,15 +75,19 @@ class Checkpoint {
 struct WeightDecl {
   std::string name;
   uint32_t dtype = KILN_DTYPE_ANY;     ///< kiln_dtype
-  std::vector<int64_t> shape;          ///< outermost first; -1 = any
+  std::vector<int64_t> shape;          ///< outermost first (including the stacked dim); -1 = any
   bool optional = false;
+  bool convert = false;                ///< any float storage is fine: the host converts to `dtype`
+  uint32_t stack = 0;                  ///< >0: `name` has "{}", pieces 0..stack-1 stacked on a new outer dim
+
+  static WeightDecl from_c(const kiln_tensor_decl& d);
 };
 
 /**
- * Resolves every declaration against the checkpoint. Returns one pointer per declaration (nullptr
- * for an absent optional tensor). Throws HostError listing every mismatch: the tensor, the expected
- * and found shape/dtype, and the file.
+ * Resolves every declaration against the checkpoint: per declaration the tensors that make it up
+ * (one, or `stack` pieces; empty for an absent optional tensor). Throws HostError listing every
+ * mismatch: the tensor, the expected and found shape/dtype, and the file.
  */
-std::vector<const TensorInfo*> check_weights(const Checkpoint& ckpt, const std::vector<WeightDecl>& decls);
+std::vector<std::vector<const TensorInfo*>> check_weights(const Checkpoint& ckpt, const std::vector<WeightDecl>& decls);
 
 }  // namespace kiln::model

@@ -148,9 +148,11 @@ TEST(CheckWeights, MismatchesNameTensorShapesDtypesAndFile) {
                     {tensor("a", DType::f32, {4, 8}), tensor("b", DType::bf16, {8}), tensor("c", DType::f16, {3})});
   write_text(dir / "config.json", R"({"model_type":"llama"})");
   Checkpoint c = Checkpoint::open(dir.str());
-  auto ok = check_weights(c, {{"a", KILN_DTYPE_ANY, {4, -1}, false}, {"zz", KILN_DTYPE_F32, {1}, true}});
-  EXPECT_EQ(ok[0], c.find("a"));
-  EXPECT_EQ(ok[1], nullptr);
+  auto ok = check_weights(c, {{"a", KILN_DTYPE_ANY, {4, -1}, false}, {"zz", KILN_DTYPE_F32, {1}, true},
+                              {"b", KILN_DTYPE_F32, {8}, false, true}});
+  EXPECT_EQ(ok[0], std::vector<const TensorInfo*>{c.find("a")});
+  EXPECT_TRUE(ok[1].empty());
+  EXPECT_EQ(ok[2].size(), 1u);  // BF16 accepted: the host converts
   const std::string e = error_of([&] {
     check_weights(c, {{"a", KILN_DTYPE_ANY, {4, 9}, false},
                       {"b", KILN_DTYPE_F16, {8}, false},
@@ -286,4 +288,25 @@ TEST(Fixtures, TinyQwen3MoeSafetensors) {
   EXPECT_EQ(c.tensors().size(), 25u);
   EXPECT_EQ(c.find("model.layers.0.mlp.experts.gate_up_proj")->shape, (std::vector<int64_t>{4, 48, 16}));
   EXPECT_EQ(c.generation().stop_tokens, (std::vector<int64_t>{2}));
+}
+
+TEST(CheckWeights, StackedPiecesAreFoundCheckedAndNamed) {
+  TempDir dir;
+  write_safetensors(dir / "model.safetensors",
+                    {tensor("e.0.w", DType::f16, {3, 32}), tensor("e.1.w", DType::f16, {3, 32}),
+                     tensor("e.2.w", DType::f16, {3, 32}), tensor("f.0.w", DType::f16, {3, 32}),
+                     tensor("f.1.w", DType::f16, {4, 32})});
+  write_text(dir / "config.json", R"({"model_type":"qwen3_moe"})");
+  Checkpoint c = Checkpoint::open(dir.str());
+  auto got = check_weights(c, {{"e.{}.w", KILN_DTYPE_ANY, {3, 3, 32}, true, false, 3},
+                               {"none.{}.w", KILN_DTYPE_ANY, {2, 3, 32}, true, false, 2}});
+  ASSERT_EQ(got[0].size(), 3u);
+  EXPECT_EQ(got[0][2]->name, "e.2.w");
+  EXPECT_TRUE(got[1].empty());
+  const std::string e = error_of([&] {
+    check_weights(c, {{"e.{}.w", KILN_DTYPE_ANY, {4, 3, 32}, false, false, 4},
+                      {"f.{}.w", KILN_DTYPE_ANY, {2, -1, 32}, false, false, 2}});
+  });
+  EXPECT_NE(e.find("tensor 'e.3.w' (expected [3, 32] any) is missing"), std::string::npos) << e;
+  EXPECT_NE(e.find("stacked pieces must agree"), std::string::npos) << e;
 }
