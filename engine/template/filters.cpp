@@ -516,9 +516,9 @@ bool Evaluator::apply_test(const std::string& n, const Value& v, CallArgs& args)
   if (n == "number") return v.kind == Kind::Int || v.kind == Kind::Float || v.kind == Kind::Bool;
   if (n == "integer") return v.kind == Kind::Int;
   if (n == "float") return v.kind == Kind::Float;
-  if (n == "callable") return v.kind == Kind::Callable;
+  if (n == "callable") return v.kind == Kind::Callable || v.is_undefined();  // Undefined defines __call__
   if (n == "iterable") return v.kind == Kind::List || v.kind == Kind::Dict || v.kind == Kind::String || v.is_undefined();
-  if (n == "sequence") return v.kind == Kind::List || v.kind == Kind::Dict || v.kind == Kind::String;
+  if (n == "sequence") return v.kind == Kind::List || v.kind == Kind::Dict || v.kind == Kind::String || v.is_undefined();
   if (n == "escaped") return false;
   if (n == "lower" || n == "upper") {
     const std::string s = to_str(v);

@@ -165,21 +165,18 @@ std::vector<std::string> split(const std::string& s, const std::optional<Value>&
       words.emplace_back(i, j);
       i = j;
     }
-    if (static_cast<int64_t>(words.size()) <= maxsplit + 1 || words.empty()) {
+    if (words.empty() || static_cast<int64_t>(words.size()) - 1 <= maxsplit) {
       for (auto [b, e] : words) out.push_back(utf8::encode(cps, b, e));
       return out;
     }
     const size_t n = static_cast<size_t>(maxsplit);
+    // Python keeps the unsplit remainder as is (trailing/leading whitespace included).
     if (!right) {
       for (size_t k = 0; k < n; ++k) out.push_back(utf8::encode(cps, words[k].first, words[k].second));
-      size_t e = cps.size();
-      while (e > words[n].first && utf8::is_space(cps[e - 1])) --e;
-      out.push_back(utf8::encode(cps, words[n].first, e));
+      out.push_back(utf8::encode(cps, words[n].first, cps.size()));
     } else {
       const size_t m = words.size() - n;
-      size_t b = 0;
-      while (b < words[m - 1].second && utf8::is_space(cps[b])) ++b;
-      out.push_back(utf8::encode(cps, b, words[m - 1].second));
+      out.push_back(utf8::encode(cps, 0, words[m - 1].second));
       for (size_t k = m; k < words.size(); ++k) out.push_back(utf8::encode(cps, words[k].first, words[k].second));
     }
     return out;

@@ -466,7 +466,7 @@ static void json_string(std::string& out, const std::string& s, bool ensure_asci
       case '\f': out += "\\f"; break;
       default: {
         char buf[16];
-        if (c < 0x20 || (ensure_ascii && c >= 0x7F && c != 0x7F)) {
+        if (c < 0x20 || (ensure_ascii && c >= 0x7F)) {
           if (c >= 0x10000) {
             const char32_t x = c - 0x10000;
             std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", static_cast<unsigned>(0xD800 + (x >> 10)),
