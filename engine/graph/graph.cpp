@@ -103,6 +103,8 @@ Builder::Builder(Bindings& bindings) : bindings_(bindings) {
     try {
       if (n_srcs > KILN_OP_MAX_SRCS || (n_srcs && !srcs))
         throw_error("[graph] {}: {} sources (at most {})", op_name(op), n_srcs, KILN_OP_MAX_SRCS);
+      // Checked before the cast: an out-of-range enum value is undefined behaviour.
+      if (!op_traits(op).name) throw_error("[graph] unknown op {} (this host knows ops up to {})", op, KILN_OP_COUNT - 1);
       const kiln_op_params p = params ? *params : kiln_op_params{};
       b->last_error_.clear();
       return b->graph_.add_op(static_cast<kiln_op>(op), std::span<const uint32_t>(srcs, n_srcs), p);
