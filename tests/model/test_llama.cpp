@@ -48,10 +48,27 @@ std::vector<int32_t> greedy(model::ModelHost& host, std::vector<int32_t> prompt,
 
 }  // namespace
 
-TEST(Stories260K, GreedyFromBosReproducesTheReference) {
+// Every model test runs on the CPU reference backend and, when a Vulkan device is registered
+// (lavapipe in CI), on it too.
+class OnDevice : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (!backend::Registry::instance().find(GetParam())) GTEST_SKIP() << "no " << GetParam() << " device registered";
+  }
+  model::HostOptions options() const {
+    model::HostOptions o = cpu_options();
+    o.device = GetParam();
+    o.allow_cpu_fallback = false;
+    return o;
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Devices, OnDevice, ::testing::Values("cpu", "vulkan"),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST_P(OnDevice, Stories260KGreedyFromBosReproducesTheReference) {
   const std::string path = fixture("stories260K/stories260K.gguf");
   KILN_REQUIRE_FIXTURE(path);
-  auto host = model::ModelHost::open(path, llama_registry(), cpu_options());
+  auto host = model::ModelHost::open(path, llama_registry(), options());
   EXPECT_STREQ(host->hparams().architecture, "llama");
   const auto want = expected_greedy_ids();
   ASSERT_EQ(want.size(), 40u);
@@ -111,11 +128,11 @@ std::vector<float> heads_to_tokens(const std::vector<float>& v, const std::vecto
 
 }  // namespace
 
-TEST(TinyQwen3Moe, MatchesTransformersLogitsExpertsAndIntermediates) {
+TEST_P(OnDevice, TinyQwen3MoeMatchesTransformersLogitsExpertsAndIntermediates) {
   const std::string dir = fixture("tiny-qwen3-moe");
   KILN_REQUIRE_FIXTURE(dir + "/weights.safetensors");
   KILN_REQUIRE_FIXTURE(dir + "/checkpoints.safetensors");
-  model::HostOptions o = cpu_options();
+  model::HostOptions o = options();
   const std::vector<std::string> per_layer = {"input_norm",       "query_rope",     "key_rope",
                                               "attention_output", "post_attention_norm", "router_logits",
                                               "selected_experts", "routing_weights", "moe_output",
@@ -177,10 +194,10 @@ std::unique_ptr<model::ModelHost> tiny_host(const TempDir& dir, model::HostOptio
 
 }  // namespace
 
-TEST(LlamaConsistency, IncrementalDecodeAndChunkedPrefillEqualFullForward) {
+TEST_P(OnDevice, IncrementalDecodeAndChunkedPrefillEqualFullForward) {
   TempDir dir;
   write_tiny_qwen3(dir.str(), model::DType::f32);
-  auto host = tiny_host(dir);
+  auto host = tiny_host(dir, options());
   const auto ids = prompt_ids(21, 3);
   const auto full = forward_all(*host, 1, ids);
   ASSERT_EQ(full.size(), ids.size() * 96);
@@ -190,10 +207,10 @@ TEST(LlamaConsistency, IncrementalDecodeAndChunkedPrefillEqualFullForward) {
   }
 }
 
-TEST(LlamaConsistency, RaggedBatchRowsAreBitwiseIdenticalToRunningAlone) {
+TEST_P(OnDevice, RaggedBatchRowsAreBitwiseIdenticalToRunningAlone) {
   TempDir dir;
   write_tiny_qwen3(dir.str(), model::DType::f16);
-  auto host = tiny_host(dir);
+  auto host = tiny_host(dir, options());
   // Three sequences with different lengths; step 1 prefills all, step 2 mixes two decodes with a
   // second prefill chunk. Alone, each sequence runs the same two steps by itself.
   const std::vector<std::vector<int32_t>> first = {prompt_ids(7, 1), prompt_ids(12, 2), prompt_ids(3, 3)};
@@ -226,10 +243,10 @@ TEST(LlamaConsistency, RaggedBatchRowsAreBitwiseIdenticalToRunningAlone) {
   }
 }
 
-TEST(LlamaConsistency, SlidingWindowSameWhetherOldBlocksAreFreedOrKept) {
+TEST_P(OnDevice, SlidingWindowSameWhetherOldBlocksAreFreedOrKept) {
   TempDir dir;
   write_tiny_qwen3(dir.str(), model::DType::f32, /*sliding_window=*/5);
-  model::HostOptions o = cpu_options();
+  model::HostOptions o = options();
   o.cache.block_tokens = 2;
   auto freeing = tiny_host(dir, o);
   o.free_out_of_window = false;
@@ -250,7 +267,7 @@ TEST(LlamaConsistency, SlidingWindowSameWhetherOldBlocksAreFreedOrKept) {
   // And the window matters: a full-attention model with the same weights differs.
   TempDir full_dir;
   write_tiny_qwen3(full_dir.str(), model::DType::f32, 0);
-  auto full = tiny_host(full_dir);
+  auto full = tiny_host(full_dir, options());
   EXPECT_GT(max_abs_diff(forward_all(*full, 1, ids), forward_all(*keeping, 2, ids)), 1e-4);
 }
 
@@ -271,4 +288,26 @@ TEST(LlamaConsistency, OutOfCacheIsAStatusNotACrash) {
   EXPECT_EQ(host->step({{2, prompt_ids(8, 2), true, false}}, &r), cache::Status::out_of_blocks);
   host->release(1);
   EXPECT_EQ(host->step({{2, prompt_ids(8, 2), true, false}}, &r), cache::Status::ok);
+}
+
+TEST(VulkanVsCpu, LogitsAgreeWithinTolerance) {
+  if (!backend::Registry::instance().find("vulkan")) GTEST_SKIP() << "no vulkan device registered";
+  TempDir dir;
+  for (model::DType t : {model::DType::f32, model::DType::f16, model::DType::bf16}) {
+    write_tiny_qwen3(dir.str(), t);
+    model::HostOptions o = cpu_options();
+    auto cpu = tiny_host(dir, o);
+    o.device = "vulkan";
+    o.allow_cpu_fallback = false;
+    auto vk = tiny_host(dir, o);
+    const auto ids = prompt_ids(17, 5);
+    const auto a = forward_chunked(*cpu, 1, ids, 6);
+    const auto b = forward_chunked(*vk, 1, ids, 6);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+      den += double(a[i]) * a[i];
+    }
+    EXPECT_LT(num / den, 1e-8) << model::dtype_name(t);  // NMSE, as the op harness measures
+  }
 }
