@@ -252,5 +252,42 @@ TEST(Registry, MalformedGraphsAreErrorsNotCrashes) {
   }
 }
 
+// ------------------------------------------------------------------------------------------------
+// The harness itself: NaN never passes, and an output a device forgot to write is caught.
+
+TEST(Harness, NanNeverPasses) {
+  EXPECT_EQ(nmse({NAN}, {1.0f}), INFINITY);
+  EXPECT_EQ(nmse({1.0f}, {NAN}), INFINITY);
+  EXPECT_EQ(nmse({INFINITY}, {1.0f}), INFINITY);
+  EXPECT_EQ(nmse({1.0f, 2.0f}, {1.0f}), INFINITY);
+  EXPECT_EQ(nmse({1.0f, 2.0f}, {1.0f, 2.0f}), 0.0);
+}
+
+/** A device that forwards to the CPU but drops the last node: its result stays poisoned. */
+class ForgetfulDevice : public Device {
+ public:
+  const backend::DeviceInfo& info() const override { return cpu().info(); }
+  backend::MemoryInfo memory() const override { return cpu().memory(); }
+  std::unique_ptr<backend::Buffer> allocate(size_t b, backend::BufferUsage u) override { return cpu().allocate(b, u); }
+  backend::Support supports_op(const backend::Node& n) const override { return cpu().supports_op(n); }
+  void compute(const backend::BoundGraph& g) override {
+    backend::BoundGraph shorter = g;
+    shorter.nodes.pop_back();
+    cpu().compute(shorter);
+  }
+
+ private:
+  static Device& cpu() { return backend::Registry::instance().cpu(); }
+};
+
+TEST(Harness, AnUnwrittenOutputIsCaughtByThePoison) {
+  OpGraph g;
+  g.output(g.op(KILN_OP_SILU, {g.op(KILN_OP_EXP, {g.f32({3, 5})})}));
+  ForgetfulDevice bad;
+  const auto ref = g.run(backend::Registry::instance().cpu());
+  const auto got = g.run(bad);
+  EXPECT_EQ(nmse(got[0].f, ref[0].f), INFINITY);
+}
+
 }  // namespace
 }  // namespace kiln::test

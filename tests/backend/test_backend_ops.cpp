@@ -4,7 +4,8 @@
 // every element is written and that two runs are bitwise identical.
 //
 // Quick start, adding an op: write a `cases_<op>()` returning Case{name, nmse threshold, builder}
-// and list it in kFamilies. Heavier shapes go under `if (long_mode())` (KILN_BACKEND_OPS_LONG=1).
+// and list it in kFamilies. Bigger shapes go under `if (heavy())` (the integration build), the biggest
+// under `if (long_mode())` (KILN_BACKEND_OPS_LONG=1, not run in CI).
 #include "op_harness.hpp"
 
 #include "graph/ops.hpp"
@@ -16,8 +17,15 @@
 #include <functional>
 #include <numeric>
 
+#ifndef KILN_BACKEND_OPS_HEAVY
+#define KILN_BACKEND_OPS_HEAVY 0  // the integration build (backend_ops_heavy_test) sets 1
+#endif
+
 namespace kiln::test {
 namespace {
+
+/** Bigger shapes: the integration-labelled build, or KILN_BACKEND_OPS_LONG=1. */
+bool heavy() { return KILN_BACKEND_OPS_HEAVY || long_mode(); }
 
 struct Case {
   std::string name;
@@ -95,7 +103,8 @@ std::vector<Case> cases_slice_concat() {
 std::vector<Case> cases_matmul() {
   std::vector<Case> c;
   std::vector<std::array<int64_t, 3>> shapes = {{1, 64, 33}, {7, 96, 65}, {16, 256, 100}, {3, 32, 1}};
-  if (long_mode()) shapes.insert(shapes.end(), {{64, 1024, 1000}, {1, 4096, 512}, {200, 512, 300}});
+  if (heavy()) shapes.insert(shapes.end(), {{64, 1024, 1000}, {1, 4096, 512}, {200, 512, 300}});
+  if (long_mode()) shapes.insert(shapes.end(), {{1, 4096, 4096}, {512, 4096, 1024}});
   for (DType t : kWeightTypes)
     for (auto [n, k, m] : shapes)
       c.push_back({fmt::format("{} x{} w{}", backend::dtype_name(t), dims({n, k}), dims({m, k})), 5e-7,
@@ -230,7 +239,9 @@ std::vector<Case> cases_attention() {
       {"softcap 30, Dv 16 != Dk 48", {{3, 20}, {1, 7}}, 6, 3, 48, 16, 4, 0, 30, 0},
       {"block size 1, head dim 40", {{4, 6}}, 2, 1, 40, 40, 1, 0, 0, 0},
   };
-  if (long_mode()) as.push_back({"long prefill 300 + decode kv2000", {{300, 700}, {1, 2000}}, 8, 2, 128, 128, 32, 0, 0, 0});
+  if (heavy()) as.push_back({"prefill 300 + decode kv2000", {{300, 700}, {1, 2000}}, 8, 2, 128, 128, 32, 0, 0, 0});
+  if (heavy()) as.push_back({"gemma-like window 512, D256", {{64, 1500}, {1, 1500}}, 8, 2, 256, 256, 16, 512, 0, 1.0f});
+  if (long_mode()) as.push_back({"decode kv 8192 x4", {{1, 8192}, {1, 8000}, {1, 4097}, {1, 100}}, 16, 2, 256, 256, 16, 0, 0, 0});
   std::vector<Case> c;
   for (DType t : kCacheTypes)
     for (const A& a : as)
@@ -259,7 +270,7 @@ std::vector<Case> cases_conv1d() {
 std::vector<Case> cases_gated_delta() {
   std::vector<Case> c;
   std::vector<int> lens = {1, 20, 70};
-  if (long_mode()) lens.push_back(300);
+  if (heavy()) lens.push_back(300);
   for (int mode : {KILN_DELTA_AUTO, KILN_DELTA_RECURRENT, KILN_DELTA_CHUNKED})
     c.push_back({fmt::format("mode{} Hk2 Hv4 Dk16 Dv8 chunk16", mode), 5e-6, [mode, lens](OpGraph& g) {
                    std::vector<std::pair<int, int>> l;
@@ -270,7 +281,7 @@ std::vector<Case> cases_gated_delta() {
                    const uint32_t q = g.op(KILN_OP_SCALE, {g.op(KILN_OP_L2_NORM, {g.f32({n, 2, 16})}, eps)}, params([](auto& p) { p.scale = 0.25f; }));
                    const uint32_t k = g.op(KILN_OP_L2_NORM, {g.f32({n, 2, 16})}, eps);
                    const uint32_t gate = g.f32({n, 4}, -1.0f, 0.0f), beta = g.f32({n, 4}, 0.0f, 1.0f);
-                   g.output(g.op(KILN_OP_GATED_DELTA, {q, k, g.f32({n, 4, 8}), gate, beta, state, g.i32({3 + (long_mode() ? 1 : 0), 4}, seqs_rows(l))},
+                   g.output(g.op(KILN_OP_GATED_DELTA, {q, k, g.f32({n, 4, 8}), gate, beta, state, g.i32({static_cast<int64_t>(l.size()), 4}, seqs_rows(l))},
                                  params([mode](auto& p) { p.mode = mode, p.chunk = 16; })));
                  }});
   return c;

@@ -1,0 +1,266 @@
+// Vulkan-specific behaviour: device choice, clear errors (unsupported op/dtype, out of memory, bad
+// ids, no driver), validation-clean kernels, barrier placement, zero-copy import, profiling and
+// the pipeline cache. Every test skips (with a message) when no Vulkan device exists.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "../op_harness.hpp"
+#include "backend/backend.hpp"
+#include "backend/vulkan/device.hpp"
+
+namespace kiln::test {
+namespace {
+
+using backend::BackendError;
+
+vk::VulkanDevice* registry_device() {
+  for (Device* d : backend::Registry::instance().devices())
+    if (auto* v = dynamic_cast<vk::VulkanDevice*>(d)) return v;
+  return nullptr;
+}
+
+#define REQUIRE_VULKAN(dev)                                                                         \
+  vk::VulkanDevice* dev = registry_device();                                                        \
+  if (!dev) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers for lavapipe); skipping"
+
+/** Buffers for hand-built bound graphs (kept alive for the test). */
+struct Bufs {
+  std::vector<std::unique_ptr<backend::Buffer>> keep;
+  backend::TensorRef make(Device& d, const TensorDesc& desc, const void* data = nullptr) {
+    keep.push_back(d.allocate(std::max<size_t>(desc.bytes(), 16), backend::BufferUsage::activations));
+    if (data) keep.back()->upload(0, data, desc.bytes());
+    return {keep.back().get(), 0, desc};
+  }
+};
+
+backend::Node node(kiln_op op, std::initializer_list<backend::TensorRef> srcs, backend::TensorRef dst) {
+  backend::Node n;
+  n.op = op;
+  for (const auto& s : srcs) n.src[n.n_src++] = s;
+  n.dst = dst;
+  return n;
+}
+
+TEST(Vulkan, DeviceInfoNamesTheDevice) {
+  REQUIRE_VULKAN(dev);
+  EXPECT_EQ(dev->info().backend, "vulkan");
+  EXPECT_FALSE(dev->info().name.empty());
+  EXPECT_EQ(dev->info().id.rfind("vulkan:", 0), 0u);
+  if (dev->context().info().is_lavapipe) {
+    EXPECT_EQ(dev->info().kind, backend::DeviceKind::software_gpu);
+  }
+  EXPECT_GT(dev->memory().total, 0u);
+  EXPECT_GE(dev->context().info().subgroup_size, 4u);
+}
+
+TEST(Vulkan, UnsupportedOpNamesOpDtypeAndDevice) {
+  REQUIRE_VULKAN(dev);
+  Bufs b;
+  std::vector<int32_t> w(8 * 16, 1);
+  std::vector<float> x(16, 1.0f);
+  backend::BoundGraph g;
+  g.nodes.push_back(node(KILN_OP_MATMUL,
+                         {b.make(*dev, TensorDesc(DType::f32, {1, 16}), x.data()),
+                          b.make(*dev, TensorDesc(DType::i32, {8, 16}), w.data())},
+                         b.make(*dev, TensorDesc(DType::f32, {1, 8}))));
+  try {
+    dev->compute(g);
+    FAIL() << "expected an unsupported-op error";
+  } catch (const BackendError& e) {
+    EXPECT_EQ(e.kind(), BackendError::Kind::unsupported);
+    std::string m = e.what();
+    EXPECT_NE(m.find("MATMUL"), std::string::npos) << m;
+    EXPECT_NE(m.find("i32"), std::string::npos) << m;
+    EXPECT_NE(m.find(dev->info().name), std::string::npos) << m;
+  }
+}
+
+TEST(Vulkan, OutOfMemorySaysAskedAndFree) {
+  REQUIRE_VULKAN(dev);
+  try {
+    dev->allocate(size_t{1} << 50, backend::BufferUsage::weights);
+    FAIL() << "expected out of memory";
+  } catch (const BackendError& e) {
+    EXPECT_EQ(e.kind(), BackendError::Kind::out_of_memory);
+    std::string m = e.what();
+    EXPECT_NE(m.find("asked 1024.0 TiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("free"), std::string::npos) << m;
+  }
+  // Within the device's allocation limit but over the accounting limit.
+  dev->allocator().set_limit(dev->allocator().stats().used + (8u << 20));
+  try {
+    dev->allocate(64u << 20, backend::BufferUsage::weights);
+    ADD_FAILURE() << "expected out of memory";
+  } catch (const BackendError& e) {
+    EXPECT_EQ(e.kind(), BackendError::Kind::out_of_memory);
+    EXPECT_NE(std::string(e.what()).find("asked 64.0 MiB"), std::string::npos) << e.what();
+  }
+  dev->allocator().set_limit(0);
+  auto ok = dev->allocate(1u << 20, backend::BufferUsage::weights);  // still usable afterwards
+  EXPECT_EQ(ok->size(), 1u << 20);
+}
+
+TEST(Vulkan, GetRowsWithABadIdIsAnError) {
+  REQUIRE_VULKAN(dev);
+  Bufs b;
+  std::vector<float> table(4 * 8, 1.0f);
+  std::vector<int32_t> ids = {0, 7};
+  backend::BoundGraph g;
+  g.nodes.push_back(node(KILN_OP_GET_ROWS,
+                         {b.make(*dev, TensorDesc(DType::f32, {4, 8}), table.data()),
+                          b.make(*dev, TensorDesc(DType::i32, {2}), ids.data())},
+                         b.make(*dev, TensorDesc(DType::f32, {2, 8}))));
+  EXPECT_THROW(dev->compute(g), BackendError);
+  ids[1] = 3;
+  g.nodes[0].src[1].buffer->upload(0, ids.data(), 8);
+  EXPECT_NO_THROW(dev->compute(g));  // the device recovers
+}
+
+TEST(Vulkan, BarriersOnlyBetweenDependentOps) {
+  REQUIRE_VULKAN(dev);
+  Bufs b;
+  std::vector<float> x(64, 0.5f);
+  auto a = b.make(*dev, TensorDesc(DType::f32, {64}), x.data());
+  auto y1 = b.make(*dev, TensorDesc(DType::f32, {64})), y2 = b.make(*dev, TensorDesc(DType::f32, {64}));
+  backend::BoundGraph independent;
+  independent.nodes.push_back(node(KILN_OP_SILU, {a}, y1));
+  independent.nodes.push_back(node(KILN_OP_SIGMOID, {a}, y2));
+  dev->compute(independent);
+  EXPECT_EQ(dev->last_dispatches(), 2u);
+  EXPECT_EQ(dev->last_barriers(), 0u);
+  backend::BoundGraph chain;
+  chain.nodes.push_back(node(KILN_OP_SILU, {a}, y1));
+  chain.nodes.push_back(node(KILN_OP_SIGMOID, {y1}, y2));
+  dev->compute(chain);
+  EXPECT_EQ(dev->last_barriers(), 1u);
+  std::vector<float> out(64);
+  y2.buffer->download(0, out.data(), 256);
+  float s = 0.5f / (1.0f + std::exp(-0.5f));
+  EXPECT_NEAR(out[3], 1.0f / (1.0f + std::exp(-s)), 1e-6f);
+}
+
+TEST(Vulkan, ImportedHostMemoryIsReadZeroCopy) {
+  REQUIRE_VULKAN(dev);
+  if (!dev->context().info().host_import) GTEST_SKIP() << "device lacks VK_EXT_external_memory_host";
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE)), bytes = 4 * page;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  auto* f = static_cast<float*>(p);
+  for (size_t i = 0; i < bytes / 4; ++i) f[i] = static_cast<float>(i);
+  {
+    auto buf = dev->import_host(p, bytes);
+    ASSERT_NE(buf, nullptr);
+    Bufs b;
+    std::vector<int32_t> ids = {5, 0};
+    backend::BoundGraph g;
+    g.nodes.push_back(node(KILN_OP_GET_ROWS,
+                           {backend::TensorRef{buf.get(), 0, TensorDesc(DType::f32, {static_cast<int64_t>(bytes / 64), 16})},
+                            b.make(*dev, TensorDesc(DType::i32, {2}), ids.data())},
+                           b.make(*dev, TensorDesc(DType::f32, {2, 16}))));
+    dev->compute(g);
+    std::vector<float> out(32);
+    g.nodes[0].dst.buffer->download(0, out.data(), 128);
+    EXPECT_EQ(out[0], 80.0f);
+    EXPECT_EQ(out[16], 0.0f);
+  }
+  munmap(p, bytes);
+}
+
+TEST(Vulkan, ValidationLayerReportsNothing) {
+  REQUIRE_VULKAN(dev);
+  std::unique_ptr<vk::VulkanDevice> vdev;
+  try {
+    vk::ContextOptions o;
+    o.validation = true;
+    vdev = std::make_unique<vk::VulkanDevice>(o);
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "validation layer unavailable: " << e.what();
+  }
+  ASSERT_TRUE(vdev->validation_enabled());
+  // A mixed graph: aligned and unaligned matmuls over every weight dtype, norms, rope, attention.
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0}) {
+    OpGraph g(static_cast<uint32_t>(t) + 1);
+    uint32_t x = g.f32({9, 64});
+    uint32_t y = g.op(KILN_OP_MATMUL, {x, g.weight(t, {24, 64})});
+    kiln_op_params p{};
+    p.eps = 1e-6f;
+    p.mode = KILN_NORM_ONE_PLUS;
+    uint32_t n = g.op(KILN_OP_RMS_NORM, {y, g.f32({24})}, p);
+    g.output(g.op(KILN_OP_SILU, {n}));
+    EXPECT_NO_THROW(g.run(*vdev)) << backend::dtype_name(t);
+  }
+  EXPECT_EQ(vdev->validation_messages(), 0u) << vdev->context().last_validation_message();
+}
+
+TEST(Vulkan, ProfileTableListsOps) {
+  REQUIRE_VULKAN(dev);
+  setenv("KILN_PROFILE", "1", 1);
+  std::unique_ptr<vk::VulkanDevice> pdev;
+  pdev = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
+  unsetenv("KILN_PROFILE");
+  if (!pdev->context().info().timestamps) GTEST_SKIP() << "queue has no timestamps";
+  OpGraph g;
+  g.output(g.op(KILN_OP_MATMUL, {g.f32({2, 32}), g.weight(DType::f16, {8, 32})}));
+  g.run(*pdev);
+  std::string table = pdev->profile_table();
+  EXPECT_NE(table.find("MATMUL f16"), std::string::npos) << table;
+  EXPECT_NE(table.find("total"), std::string::npos) << table;
+}
+
+TEST(Vulkan, PipelineCacheIsWrittenAtExit) {
+  REQUIRE_VULKAN(dev);
+  auto path = std::filesystem::temp_directory_path() / ("kiln-vk-cache-" + std::to_string(getpid()) + ".bin");
+  setenv("KILN_VULKAN_PIPELINE_CACHE", path.c_str(), 1);
+  {
+    vk::VulkanDevice d{vk::ContextOptions{}};
+    OpGraph g;
+    g.output(g.op(KILN_OP_SILU, {g.f32({4, 4})}));
+    g.run(d);
+  }
+  unsetenv("KILN_VULKAN_PIPELINE_CACHE");
+  EXPECT_TRUE(std::filesystem::exists(path));
+  std::filesystem::remove(path);
+}
+
+TEST(Vulkan, NoDriverIsAClearMessage) {
+  REQUIRE_VULKAN(dev);
+  const char* old = std::getenv("VK_DRIVER_FILES");
+  std::string saved = old ? old : "";
+  setenv("VK_DRIVER_FILES", "/nonexistent/kiln_no_icd.json", 1);
+  try {
+    vk::Context c;
+    ADD_FAILURE() << "expected no device";
+  } catch (const std::exception& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("[vulkan]"), std::string::npos) << m;
+    EXPECT_TRUE(m.find("driver") != std::string::npos || m.find("device") != std::string::npos) << m;
+  }
+  if (old) setenv("VK_DRIVER_FILES", saved.c_str(), 1);
+  else unsetenv("VK_DRIVER_FILES");
+}
+
+TEST(Vulkan, UnknownDeviceNameListsDevices) {
+  REQUIRE_VULKAN(dev);
+  vk::ContextOptions o;
+  o.device = "no-such-gpu-xyz";
+  const char* env = std::getenv("KILN_VULKAN_DEVICE");
+  if (env && *env) GTEST_SKIP() << "KILN_VULKAN_DEVICE overrides the option";
+  try {
+    vk::Context c(o);
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("no-such-gpu-xyz"), std::string::npos) << m;
+    EXPECT_NE(m.find(dev->info().name), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::test
