@@ -114,6 +114,7 @@ class Lexer {
       std::string_view data(s_.data() + pos, (p == std::string::npos ? s_.size() : p) - pos);
       if (p == std::string::npos) {
         emit_data(data);
+        count_lines(data);  // so that "unexpected end of template" names the last line
         break;
       }
       const char kind = s_[p + 1];  // '{', '%' or '#'
@@ -188,7 +189,6 @@ class Lexer {
 
   size_t lex_raw(size_t body, bool& line_starting) {
     const int start_line = line_;
-    count_lines(std::string_view(s_.data(), 0));
     size_t search = body;
     while (true) {
       size_t p = s_.find("{%", search);
