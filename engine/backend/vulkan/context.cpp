@@ -300,6 +300,7 @@ void Context::pick_device(const std::string& want) {
   vkGetPhysicalDeviceProperties2(physical_, &p2);
 
   info_.name = p.deviceName;
+  info_.index = static_cast<uint32_t>(pick);
   info_.type = p.deviceType;
   info_.vendor_id = p.vendorID;
   info_.driver_id = p12.driverID;

@@ -28,6 +28,7 @@ struct ContextOptions {
 /** What kernels and the allocator need to know about the chosen device. */
 struct DeviceInfo {
   std::string name;
+  uint32_t index = 0;  ///< in vkEnumeratePhysicalDevices order (the N of "vulkan:N")
   VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
   uint32_t vendor_id = 0;
   VkDriverId driver_id = {};

@@ -76,7 +76,7 @@ VulkanDevice::VulkanDevice(const ContextOptions& opts, int index) {
   const DeviceInfo& d = ctx_->info();
   info_.backend = "vulkan";
   info_.name = d.name;
-  info_.id = "vulkan:" + std::to_string(index);
+  info_.id = "vulkan:" + std::to_string(index >= 0 ? static_cast<uint32_t>(index) : d.index);
   info_.kind = kind_of(d);
   info_.driver = fmt::format("Vulkan {}.{}.{}, driver id {}", VK_API_VERSION_MAJOR(d.api_version),
                              VK_API_VERSION_MINOR(d.api_version), VK_API_VERSION_PATCH(d.api_version),
@@ -211,6 +211,8 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
       }
     }
     rec_->submit_and_wait();
+    last_barriers_ = rec_->barriers();
+    last_dispatches_ = rec_->dispatches();
   } catch (const BackendError&) {
     if (rec_->recording()) rec_ = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get());
     throw;
@@ -259,12 +261,11 @@ void register_vulkan_backend(Registry& registry) {
   vk::ContextOptions opts;
   std::unique_ptr<vk::VulkanDevice> dev;
   try {
-    dev = std::make_unique<vk::VulkanDevice>(opts, 0);
+    dev = std::make_unique<vk::VulkanDevice>(opts, -1);
   } catch (const std::exception& e) {
     log::info("[backend vulkan] not registered: {}", e.what());
     return;
   }
-  // Report the physical index the context picked so "vulkan:N" names the same device as vulkaninfo.
   registry.add(std::make_unique<VulkanBackend>(std::move(dev)));
 }
 

@@ -39,7 +39,8 @@ class VulkanBuffer final : public backend::Buffer {
 
 class VulkanDevice final : public backend::Device {
  public:
-  VulkanDevice(const ContextOptions& opts, int index);
+  /** index < 0: the id uses the physical device's index. */
+  VulkanDevice(const ContextOptions& opts, int index = -1);
   ~VulkanDevice() override;
 
   const backend::DeviceInfo& info() const override { return info_; }
@@ -58,6 +59,9 @@ class VulkanDevice final : public backend::Device {
   bool validation_enabled() const { return ctx_->validation_enabled(); }
   /** The KILN_PROFILE=1 per-op table so far (empty when profiling is off). */
   std::string profile_table() const;
+  /** Barriers / dispatches recorded by the last compute() (tests of barrier placement). */
+  size_t last_barriers() const { return last_barriers_; }
+  size_t last_dispatches() const { return last_dispatches_; }
   /** Copies between device and host through a staging buffer when memory is not mappable. */
   void transfer(const Allocation& a, size_t offset, void* host, size_t bytes, bool to_device);
   /** Host-visible copy of small per-op constants (RoPE frequencies), freed after compute(). */
@@ -74,6 +78,7 @@ class VulkanDevice final : public backend::Device {
   KernelPolicy policy_;
   backend::DeviceInfo info_;
   std::mutex compute_mu_, xfer_mu_;
+  size_t last_barriers_ = 0, last_dispatches_ = 0;
 };
 
 }  // namespace kiln::vk

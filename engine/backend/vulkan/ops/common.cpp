@@ -20,7 +20,9 @@ const Allocation& OpEnv::alloc(const TensorRef& t) const {
 
 Arg OpEnv::tex(const TensorRef& t, VkFormat f) const {
   const Allocation& a = alloc(t);
-  uint64_t texel = (f == VK_FORMAT_R32G32B32A32_SFLOAT || f == VK_FORMAT_R32G32B32A32_UINT) ? 16 : 4;
+  uint64_t texel = (f == VK_FORMAT_R32G32B32A32_SFLOAT || f == VK_FORMAT_R32G32B32A32_UINT) ? 16
+                   : f == VK_FORMAT_R16G16B16A16_SFLOAT                                     ? 8
+                                                                                           : 4;
   uint64_t reach = std::min<uint64_t>(a.size / texel, dev.context().info().max_texel_elements) * texel;
   if (t.offset + t.desc.bytes() > reach)
     fail(fmt::format("tensor {} at byte {} lies beyond the device's texel-buffer reach ({} bytes); split it",

@@ -44,13 +44,18 @@ void record_matmul(const OpEnv& e) {
   VkFormat wf;
   if (wt == DType::f32) wf = plan.aligned ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT;
   else if (quant) wf = VK_FORMAT_R32_UINT;
-  else wf = plan.aligned ? VK_FORMAT_R32G32B32A32_UINT : VK_FORMAT_R32_UINT;
+  else if (wt == DType::bf16) wf = plan.aligned ? VK_FORMAT_R32G32B32A32_UINT : VK_FORMAT_R32_UINT;
+  else wf = VK_FORMAT_R32_UINT;  // f16: scalar path; the aligned path reads binding 4 (RGBA16F)
 
   std::string shader = std::string("matmul_") + backend::dtype_name(wt);
   uint32_t moe_mode = moe ? (x.desc.ndim == 2 ? 1u : 2u) : 0u;
-  const Pipeline& p = e.pipeline(shader, {Bind::texel, Bind::texel, Bind::storage, Bind::storage},
-                                 {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode});
+  std::vector<Bind> binds = {Bind::texel, Bind::texel, Bind::storage, Bind::storage};
   std::vector<Arg> args = {e.tex(x, xf), e.tex(w, wf), moe ? e.ssbo(n.src[2]) : e.ssbo(x), e.ssbo(n.dst, true)};
+  if (wt == DType::f16) {
+    binds.push_back(Bind::texel);
+    args.push_back(e.tex(w, plan.aligned ? VK_FORMAT_R16G16B16A16_SFLOAT : VK_FORMAT_R32_UINT));
+  }
+  const Pipeline& p = e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode});
   uint32_t w_off = quant ? u32(static_cast<int64_t>(w.offset)) : e.off(w, esize);
   std::vector<uint32_t> push = {u32(R),
                                 u32(M),

@@ -4,8 +4,9 @@
 //
 // One workgroup = one subgroup computes a TM x TN tile of outputs; lane l owns the K-chunks
 // l, l+SG, l+2SG, ... (8 elements per chunk, one 32-block for quantized weights). Every output's
-// reduction order is therefore fixed by K and the subgroup size alone: chunk partials in order, a
-// fixed horizontal sum, the K%8 tail, then subgroupAdd. The ALIGNED path (vec4 texel reads) and
+// reduction order is therefore fixed by K and the subgroup size alone: per-chunk dot products
+// added in chunk order, the K%8 tail, then subgroupAdd. Accumulators are scalars (one per output):
+// vec4 accumulators quadruple register pressure and spill badly on lavapipe's 8-wide SIMD. The ALIGNED path (vec4 texel reads) and
 // the scalar path perform the same arithmetic, and TM/TN only choose which outputs share loads, so
 // a row's result is bitwise the same alone or in any batch (docs/backend.md §5).
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -22,6 +23,9 @@ layout(set = 0, binding = 0) uniform samplerBuffer X;  // R32F, or RGBA32F when 
 #include "wload.glsl"
 layout(std430, set = 0, binding = 2) readonly buffer Ids { int ids[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer Y { float y[]; };
+#if defined(WT_F16)
+layout(set = 0, binding = 4) uniform samplerBuffer W16;  // the weights again, as RGBA16F (ALIGNED)
+#endif
 
 layout(push_constant) uniform PC {
   uint R;        // output rows
@@ -52,18 +56,19 @@ void w8(uint wr, uint e, out vec4 lo, out vec4 hi) {
     hi = texelFetch(W, int((i >> 2) + 1u));
     return;
   }
+#elif defined(WT_F16)
+  if (ALIGNED) {  // RGBA16F view: the texel unit converts (unpackHalf2x16 is slow on lavapipe)
+    lo = texelFetch(W16, int(i >> 2));
+    hi = texelFetch(W16, int((i >> 2) + 1u));
+    return;
+  }
 #else
   if (ALIGNED) {
-    uvec4 t = texelFetch(W, int(i >> 3));
-#if defined(WT_F16)
-    lo = vec4(unpackHalf2x16(t.x), unpackHalf2x16(t.y));
-    hi = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
-#else
+    uvec4 t = texelFetch(W, int(i >> 3));  // bf16: 8 per RGBA32UI texel, widened by shifts
     lo = vec4(uintBitsToFloat(t.x << 16), uintBitsToFloat(t.x & 0xffff0000u), uintBitsToFloat(t.y << 16),
               uintBitsToFloat(t.y & 0xffff0000u));
     hi = vec4(uintBitsToFloat(t.z << 16), uintBitsToFloat(t.z & 0xffff0000u), uintBitsToFloat(t.w << 16),
               uintBitsToFloat(t.w & 0xffff0000u));
-#endif
     return;
   }
 #endif
@@ -89,8 +94,8 @@ void main() {
   uint wr[TN];
   [[unroll]] for (uint n = 0u; n < TN; ++n) wr[n] = wbase + min(m0 + n, pc.M - 1u);
 
-  vec4 acc[TM * TN];
-  [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = vec4(0.0);
+  float acc[TM * TN];
+  [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = 0.0;
 
 #if defined(WT_QUANT)
   uint nblocks = pc.K / 32u;
@@ -102,9 +107,9 @@ void main() {
       vec4 q[8];
       float d = load_block(pc.w_off + wr[n] * pc.w_row + c * BLOCK_BYTES, q);
       [[unroll]] for (uint t = 0u; t < TM; ++t) {
-        vec4 b = vec4(0.0);
-        [[unroll]] for (uint s = 0u; s < 8u; ++s) b = fma(q[s], xv[t * 8u + s], b);
-        acc[t * TN + n] = fma(vec4(d), b, acc[t * TN + n]);
+        float b = 0.0;
+        [[unroll]] for (uint s = 0u; s < 8u; ++s) b += dot(q[s], xv[t * 8u + s]);
+        acc[t * TN + n] = fma(d, b, acc[t * TN + n]);
       }
     }
   }
@@ -119,18 +124,14 @@ void main() {
     [[unroll]] for (uint n = 0u; n < TN; ++n) {
       vec4 lo, hi;
       w8(wr[n], c * 8u, lo, hi);
-      [[unroll]] for (uint t = 0u; t < TM; ++t) {
-        acc[t * TN + n] = fma(lo, xl[t], acc[t * TN + n]);
-        acc[t * TN + n] = fma(hi, xh[t], acc[t * TN + n]);
-      }
+      [[unroll]] for (uint t = 0u; t < TM; ++t) acc[t * TN + n] += dot(lo, xl[t]) + dot(hi, xh[t]);
     }
   }
 #endif
 
   [[unroll]] for (uint t = 0u; t < TM; ++t) {
     [[unroll]] for (uint n = 0u; n < TN; ++n) {
-      vec4 a = acc[t * TN + n];
-      float s = (a.x + a.y) + (a.z + a.w);
+      float s = acc[t * TN + n];
 #if !defined(WT_QUANT)
       // The K % 8 tail: element j goes to lane j % SG, in order.
       for (uint e = nchunks * 8u + lane; e < pc.K; e += SG)
