@@ -53,7 +53,7 @@ void record_matmul(const OpEnv& e) {
   std::vector<Arg> args = {e.tex(x, xf), e.tex(w, wf), moe ? e.ssbo(n.src[2]) : e.ssbo(x), e.ssbo(n.dst, true)};
   if (wt == DType::f16) {
     binds.push_back(Bind::texel);
-    args.push_back(e.tex(w, plan.aligned ? VK_FORMAT_R16G16B16A16_SFLOAT : VK_FORMAT_R32_UINT));
+    args.push_back(e.tex(w, VK_FORMAT_R16G16B16A16_SFLOAT));  // float view even when unused (validation)
   }
   const Pipeline& p = e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode});
   uint32_t w_off = quant ? u32(static_cast<int64_t>(w.offset)) : e.off(w, esize);
