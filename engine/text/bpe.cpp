@@ -34,15 +34,46 @@ void MergeTable::insert(TokenId a, TokenId b, Value v) {
   }
 }
 
+void StringIdMap::build(const std::vector<std::pair<std::string, std::int64_t>>& entries) {
+  std::size_t bytes = 0;
+  for (const auto& e : entries) bytes += e.first.size();
+  arena_.clear();
+  arena_.reserve(bytes);
+  std::size_t cap = 16;
+  while (cap < entries.size() * 2) cap <<= 1;
+  slots_.assign(cap, Slot{});
+  mask_ = cap - 1;
+  count_ = 0;
+  for (const auto& [key, id] : entries) {
+    for (std::size_t h = hash(key) & mask_;; h = (h + 1) & mask_) {
+      Slot& s = slots_[h];
+      if (s.id < 0) {
+        s.off = static_cast<std::uint32_t>(arena_.size());
+        s.len = static_cast<std::uint32_t>(key.size());
+        s.id = static_cast<TokenId>(id);
+        arena_.append(key);
+        ++count_;
+        break;
+      }
+      if (s.len == key.size() && std::string_view(arena_.data() + s.off, s.len) == key) break;
+    }
+  }
+}
+
 void Bpe::char_symbols(std::string_view word, std::vector<TokenId>& syms) const {
-  std::string ch;
   bool last_unk = false;
   for (std::size_t i = 0; i < word.size();) {
     std::size_t len = utf8::seq_len(static_cast<unsigned char>(word[i]));
-    ch.assign(word.substr(i, len));
-    auto it = vocab.find(ch);
-    if (it != vocab.end()) {
-      syms.push_back(it->second);
+    std::string_view ch = word.substr(i, len);
+    TokenId id;
+    if (len < 4 && !bmp_chars.empty()) {
+      std::size_t l;
+      id = bmp_chars[utf8::decode_at(word, i, l)];
+    } else {
+      id = vocab.find(ch);
+    }
+    if (id >= 0) {
+      syms.push_back(id);
       last_unk = false;
     } else if (byte_fallback) {
       for (char b : ch) syms.push_back(byte_ids[static_cast<unsigned char>(b)]);

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace kiln::text {
@@ -35,13 +34,53 @@ class MergeTable {
   static constexpr std::uint64_t kEmpty = ~0ULL;
   struct Slot { std::uint64_t key = kEmpty; Value v{}; };
   static std::uint64_t key(TokenId a, TokenId b) { return (std::uint64_t(std::uint32_t(a)) << 32) | std::uint32_t(b); }
-  static std::size_t hash(std::uint64_t k) { return static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ULL) >> 17); }
+  static std::size_t hash(std::uint64_t k) {  // murmur3 fmix64: both ids reach the low bits
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return static_cast<std::size_t>(k);
+  }
+  std::vector<Slot> slots_;
+  std::size_t mask_ = 0, count_ = 0;
+};
+
+/**
+ * Token text → id, built once: all keys in one arena, open addressing over (offset, length, id).
+ * Lookups take a string_view and never allocate; one malloc'd node per token (unordered_map) made
+ * loading a 262k vocabulary several times slower.
+ */
+class StringIdMap {
+ public:
+  /** Duplicate keys keep the first id. */
+  void build(const std::vector<std::pair<std::string, std::int64_t>>& entries);
+  /** The id, or -1. */
+  TokenId find(std::string_view key) const {
+    if (slots_.empty()) return -1;
+    for (std::size_t h = hash(key) & mask_;; h = (h + 1) & mask_) {
+      const Slot& s = slots_[h];
+      if (s.id < 0) return -1;
+      if (s.len == key.size() && std::string_view(arena_.data() + s.off, s.len) == key) return s.id;
+    }
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    for (const Slot& s : slots_)
+      if (s.id >= 0) f(std::string_view(arena_.data() + s.off, s.len), s.id);
+  }
+  std::size_t size() const { return count_; }
+
+ private:
+  struct Slot { std::uint32_t off = 0, len = 0; TokenId id = -1; };
+  static std::size_t hash(std::string_view s) { return std::hash<std::string_view>{}(s); }
+  std::string arena_;
   std::vector<Slot> slots_;
   std::size_t mask_ = 0, count_ = 0;
 };
 
 struct Bpe {
-  std::unordered_map<std::string, TokenId> vocab;  // model vocabulary only
+  StringIdMap vocab;  // model vocabulary only
   MergeTable merges;
   std::array<TokenId, 256> byte_ids{};  // byte-level: id of each byte's alphabet character; fallback: <0xXX>
   bool byte_fallback = false;
@@ -49,6 +88,7 @@ struct Bpe {
   bool fuse_unk = false;
   TokenId unk = -1;
   std::size_t max_id = 0;  // largest model id + 1
+  std::vector<TokenId> bmp_chars;  // SentencePiece-style: id of each single-character token below U+10000, or -1
 
   /** Merges `syms` in place (the word's initial symbols) down to the final tokens. */
   void merge(std::vector<TokenId>& syms) const;

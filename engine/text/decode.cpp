@@ -82,7 +82,7 @@ void per_token_step(const DecStep& st, std::string& s, std::size_t index) {
   }
 }
 
-const std::string& token_string(const TokenizerData& d, TokenId id) {
+std::string_view token_string(const TokenizerData& d, TokenId id) {
   if (id < 0 || static_cast<std::size_t>(id) >= d.id_to_token.size())
     throw_error("[tokenizer] token id {} is out of range (the vocabulary has {} ids)", id, d.id_to_token.size());
   return d.id_to_token[static_cast<std::size_t>(id)];
@@ -95,9 +95,9 @@ std::string Tokenizer::decode(std::span<const TokenId> ids, const DecodeOptions&
   std::vector<Tok> toks;
   toks.reserve(ids.size());
   for (TokenId id : ids) {
-    const std::string& s = token_string(d, id);
+    std::string_view s = token_string(d, id);
     if (opts.skip_special && d.is_special(id)) continue;
-    toks.push_back({s, d.is_added(id)});
+    toks.push_back({std::string(s), d.is_added(id)});
   }
   if (!d.has_decoder) {
     std::string r;
@@ -235,10 +235,10 @@ std::string StreamDecoder::push(TokenId id) {
   std::string out;
   if (stopped_) return out;
   const TokenizerData& d = tok_.data();
-  const std::string& raw = token_string(d, id);
+  std::string_view raw = token_string(d, id);
   if (opts_.skip_special && d.is_special(id)) return out;
   Plan p = make_plan(d);  // cheap: a few pointers
-  std::string s = raw;
+  std::string s(raw);
   for (const DecStep* st : p.per_token) per_token_step(*st, s, index_);
   ++index_;
   std::string text;

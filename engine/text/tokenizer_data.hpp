@@ -90,8 +90,9 @@ struct TokenizerData {
   std::vector<DecStep> decoders;
   bool has_decoder = false;
 
-  std::vector<std::string> id_to_token;  // model vocabulary + added tokens
-  std::unordered_map<std::string, TokenId> token_to_id;
+  // id → token text; views into bpe.vocab's keys and added[].content (both stable once loaded).
+  std::vector<std::string_view> id_to_token;
+  std::unordered_map<std::string, TokenId> added_by_content;
 
   std::string bos_token, eos_token, pad_token;
 

@@ -75,8 +75,7 @@ struct Encoder {
         scratch.clear();
         const auto& t = byte_level_chars();
         for (char ch : w) scratch.append(t[static_cast<unsigned char>(ch)]);
-        auto it = b.vocab.find(scratch);
-        if (it != b.vocab.end()) syms.push_back(it->second);
+        if (TokenId id = b.vocab.find(scratch); id >= 0) syms.push_back(id);
       }
       if (syms.empty()) {
         for (char ch : w) syms.push_back(b.byte_ids[static_cast<unsigned char>(ch)]);
@@ -84,8 +83,7 @@ struct Encoder {
       }
     } else {
       if (b.ignore_merges) {
-        auto it = b.vocab.find(std::string(w));
-        if (it != b.vocab.end()) syms.push_back(it->second);
+        if (TokenId id = b.vocab.find(w); id >= 0) syms.push_back(id);
       }
       if (syms.empty()) {
         b.char_symbols(w, syms);
@@ -353,9 +351,10 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, const EncodeOption
 std::size_t Tokenizer::vocab_size() const { return data_->id_to_token.size(); }
 
 std::optional<TokenId> Tokenizer::token_to_id(std::string_view token) const {
-  auto it = data_->token_to_id.find(std::string(token));
-  if (it == data_->token_to_id.end()) return std::nullopt;
-  return it->second;
+  std::string key(token);
+  if (auto it = data_->added_by_content.find(key); it != data_->added_by_content.end()) return it->second;
+  if (TokenId id = data_->bpe.vocab.find(key); id >= 0) return id;
+  return std::nullopt;
 }
 
 std::string_view Tokenizer::id_to_token(TokenId id) const {

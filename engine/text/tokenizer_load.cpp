@@ -178,7 +178,121 @@ std::string special_name(const json& cfg, const char* key) {
   return "";
 }
 
-void build_model(const json& m, TokenizerData& d) {
+// tokenizer.json is mostly model.vocab (150k-260k entries) and model.merges (150k-500k pairs). A DOM
+// for those costs most of the load time, so a SAX pass streams them into flat lists and builds a
+// DOM only for the rest (normalizer, pre-tokenizer, added tokens, ...).
+struct BigParts {
+  std::vector<std::pair<std::string, std::int64_t>> vocab;
+  std::vector<std::pair<std::string, std::string>> merges;  // second empty and first "a b": legacy form
+  bool vocab_seen = false, merges_seen = false;
+};
+
+class LoaderSax : public nlohmann::json_sax<json> {
+ public:
+  LoaderSax(json& root, BigParts& big) : root_(root), big_(big) {}
+
+  bool null() override { return value(json()); }
+  bool boolean(bool v) override { return value(v); }
+  bool number_integer(number_integer_t v) override { return number(v); }
+  bool number_unsigned(number_unsigned_t v) override { return number(static_cast<std::int64_t>(v)); }
+  bool number_float(number_float_t v, const string_t&) override {
+    if (mode_ != kDom) return fail("a vocabulary id or merge is not an integer/string");
+    return value(v);
+  }
+  bool string(string_t& v) override {
+    if (mode_ == kMerges) { big_.merges.emplace_back(std::move(v), std::string()); return true; }
+    if (mode_ == kMergePair) {
+      if (pair_n_ == 0) big_.merges.emplace_back(std::move(v), std::string());
+      else if (pair_n_ == 1) big_.merges.back().second = std::move(v);
+      else return fail("a merge has more than two parts");
+      ++pair_n_;
+      return true;
+    }
+    if (mode_ == kVocab) return fail("a vocabulary id is not an integer");
+    return value(std::move(v));
+  }
+  bool binary(binary_t&) override { return fail("binary values are not JSON"); }
+  bool key(string_t& k) override {
+    key_ = std::move(k);
+    return true;
+  }
+  bool start_object(std::size_t) override {
+    if (mode_ == kDom && in_model() && key_ == "vocab") { mode_ = kVocab; big_.vocab_seen = true; big_.vocab.reserve(1 << 18); return true; }
+    if (mode_ != kDom) return fail("unexpected object inside model.vocab or model.merges");
+    return open(json::object());
+  }
+  bool end_object() override {
+    if (mode_ == kVocab) { mode_ = kDom; return true; }
+    stack_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (mode_ == kDom && in_model() && key_ == "merges") { mode_ = kMerges; big_.merges_seen = true; big_.merges.reserve(1 << 19); return true; }
+    if (mode_ == kMerges) { mode_ = kMergePair; pair_n_ = 0; return true; }
+    if (mode_ != kDom) return fail("unexpected array inside model.vocab or a merge");
+    return open(json::array());
+  }
+  bool end_array() override {
+    if (mode_ == kMergePair) {
+      if (pair_n_ != 2) return fail("a merge is not a pair");
+      mode_ = kMerges;
+      return true;
+    }
+    if (mode_ == kMerges) { mode_ = kDom; return true; }
+    stack_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& e) override {
+    error_ = fmt::format("at byte {}: {}", pos, e.what());
+    return false;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  enum Mode { kDom, kVocab, kMerges, kMergePair };
+  bool in_model() const { return stack_.size() == 2 && stack_[0] == &root_ && depth_keys_model_; }
+  bool fail(const std::string& m) {
+    error_ = m;
+    return false;
+  }
+  bool number(std::int64_t v) {
+    if (mode_ == kVocab) { big_.vocab.emplace_back(std::move(key_), v); return true; }
+    if (mode_ != kDom) return fail("a merge part is not a string");
+    return value(v);
+  }
+  json* place(json&& v) {
+    if (stack_.empty()) { root_ = std::move(v); return &root_; }
+    json& top = *stack_.back();
+    if (top.is_object()) {
+      json& slot = top[key_];
+      slot = std::move(v);
+      return &slot;
+    }
+    top.push_back(std::move(v));
+    return &top.back();
+  }
+  bool value(json&& v) {
+    place(std::move(v));
+    return true;
+  }
+  bool open(json&& v) {
+    bool model = stack_.size() == 1 && key_ == "model";
+    json* p = place(std::move(v));
+    stack_.push_back(p);
+    if (stack_.size() == 2) depth_keys_model_ = model;
+    return true;
+  }
+
+  json& root_;
+  BigParts& big_;
+  std::vector<json*> stack_;
+  std::string key_, error_;
+  Mode mode_ = kDom;
+  int pair_n_ = 0;
+  bool depth_keys_model_ = false;
+};
+
+void build_model(const json& m, BigParts& big, TokenizerData& d) {
   std::string type = str_or(m, "type", "BPE");
   if (type != "BPE") throw_error("[tokenizer] model type '{}' is not supported (only BPE)", type);
   if (!str_or(m, "continuing_subword_prefix", "").empty() || !str_or(m, "end_of_word_suffix", "").empty())
@@ -186,65 +300,68 @@ void build_model(const json& m, TokenizerData& d) {
   if (m.contains("dropout") && m["dropout"].is_number() && m["dropout"].get<double>() > 0)
     throw_error("[tokenizer] BPE dropout is not supported (it makes encoding random)");
   Bpe& b = d.bpe;
-  const json& vocab = m.at("vocab");
-  if (!vocab.is_object()) throw_error("[tokenizer] model.vocab must be an object of token → id");
-  b.vocab.reserve(vocab.size());
+  if (!big.vocab_seen) throw_error("[tokenizer] model.vocab must be an object of token → id");
   std::size_t max_id = 0;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    auto id = it.value().get<TokenId>();
-    if (id < 0) throw_error("[tokenizer] negative id {} for token '{}'", id, it.key());
-    b.vocab.emplace(it.key(), id);
+  for (const auto& [tok, id] : big.vocab) {
+    if (id < 0 || id > INT32_MAX) throw_error("[tokenizer] id {} for token '{}' is out of range", id, tok);
     max_id = std::max(max_id, static_cast<std::size_t>(id) + 1);
   }
+  b.vocab.build(big.vocab);
+  if (!d.byte_level) {
+    b.bmp_chars.assign(0x10000, -1);
+    b.vocab.for_each([&](std::string_view tok, TokenId id) {
+      std::size_t len;
+      if (!tok.empty() && tok.size() < 4 && utf8::is_valid(tok) && (utf8::decode_at(tok, 0, len), len == tok.size())) {
+        auto& slot = b.bmp_chars[utf8::decode_at(tok, 0, len)];
+        if (slot < 0) slot = id;
+      }
+    });
+  }
+  big.vocab = {};
   b.max_id = max_id;
   b.byte_fallback = bool_or(m, "byte_fallback", false);
   b.ignore_merges = bool_or(m, "ignore_merges", false);
   b.fuse_unk = bool_or(m, "fuse_unk", false);
   std::string unk = str_or(m, "unk_token", "");
   if (!unk.empty()) {
-    auto it = b.vocab.find(unk);
-    if (it == b.vocab.end()) throw_error("[tokenizer] unk_token '{}' is not in the vocabulary", unk);
-    b.unk = it->second;
+    b.unk = b.vocab.find(unk);
+    if (b.unk < 0) throw_error("[tokenizer] unk_token '{}' is not in the vocabulary", unk);
   }
   if (d.byte_level) {
     const auto& t = byte_level::tables();
     for (int byte = 0; byte < 256; ++byte) {
       std::string s;
       utf8::append(s, t.to_char[static_cast<std::size_t>(byte)]);
-      auto it = b.vocab.find(s);
-      if (it == b.vocab.end()) throw_error("[tokenizer] byte-level vocabulary lacks the token for byte {:#04x} ('{}')", byte, s);
-      b.byte_ids[static_cast<std::size_t>(byte)] = it->second;
+      TokenId id = b.vocab.find(s);
+      if (id < 0) throw_error("[tokenizer] byte-level vocabulary lacks the token for byte {:#04x} ('{}')", byte, s);
+      b.byte_ids[static_cast<std::size_t>(byte)] = id;
     }
   } else if (b.byte_fallback) {
     for (int byte = 0; byte < 256; ++byte) {
       std::string s = fmt::format("<0x{:02X}>", byte);
-      auto it = b.vocab.find(s);
-      if (it == b.vocab.end()) throw_error("[tokenizer] byte_fallback is set but the vocabulary lacks '{}'", s);
-      b.byte_ids[static_cast<std::size_t>(byte)] = it->second;
+      TokenId id = b.vocab.find(s);
+      if (id < 0) throw_error("[tokenizer] byte_fallback is set but the vocabulary lacks '{}'", s);
+      b.byte_ids[static_cast<std::size_t>(byte)] = id;
     }
   }
-  const json& merges = m.value("merges", json::array());
-  b.merges.reserve(merges.size());
+  b.merges.reserve(big.merges.size());
   std::string left, right, joined;
   std::int32_t rank = 0;
-  for (const json& mg : merges) {
-    if (mg.is_string()) {
-      const std::string& s = mg.get_ref<const std::string&>();
-      auto sp = s.find(' ', 1);
-      if (sp == std::string::npos) throw_error("[tokenizer] merge '{}' is not 'left right'", s);
-      left.assign(s, 0, sp);
-      right.assign(s, sp + 1);
-    } else if (mg.is_array() && mg.size() == 2) {
-      left = mg[0].get<std::string>();
-      right = mg[1].get<std::string>();
+  for (auto& [first, second] : big.merges) {
+    if (second.empty()) {  // legacy "left right" string
+      auto sp = first.find(' ', 1);
+      if (sp == std::string::npos) throw_error("[tokenizer] merge '{}' is not 'left right'", first);
+      left.assign(first, 0, sp);
+      right.assign(first, sp + 1);
     } else {
-      throw_error("[tokenizer] merge #{} is neither \"a b\" nor [\"a\", \"b\"]", rank);
+      left.swap(first);
+      right.swap(second);
     }
     joined = left + right;
-    auto a = b.vocab.find(left), c = b.vocab.find(right), r = b.vocab.find(joined);
-    if (a == b.vocab.end() || c == b.vocab.end() || r == b.vocab.end())
+    TokenId a = b.vocab.find(left), c = b.vocab.find(right), r = b.vocab.find(joined);
+    if (a < 0 || c < 0 || r < 0)
       throw_error("[tokenizer] merge #{} ('{}' + '{}') uses or makes a token missing from the vocabulary", rank, left, right);
-    b.merges.insert(a->second, c->second, {rank, r->second});
+    b.merges.insert(a, c, {rank, r});
     ++rank;
   }
 }
@@ -287,11 +404,21 @@ std::int32_t AddedMatcher::longest_at(std::string_view s, std::size_t i, std::si
 
 std::shared_ptr<TokenizerData> load_tokenizer_json(std::string_view tokenizer_json, std::string_view config_json) {
   json j, cfg;
+  BigParts big;
+  {
+    LoaderSax sax(j, big);
+    bool ok = false;
+    try {
+      ok = json::sax_parse(tokenizer_json, &sax);
+    } catch (const json::exception& e) {
+      throw_error("[tokenizer] tokenizer.json is not valid JSON: {}", e.what());
+    }
+    if (!ok) throw_error("[tokenizer] tokenizer.json is not valid JSON or has an unexpected shape: {}", sax.error());
+  }
   try {
-    j = json::parse(tokenizer_json);
     if (!config_json.empty()) cfg = json::parse(config_json);
   } catch (const json::exception& e) {
-    throw_error("[tokenizer] tokenizer.json / tokenizer_config.json is not valid JSON: {}", e.what());
+    throw_error("[tokenizer] tokenizer_config.json is not valid JSON: {}", e.what());
   }
   auto d = std::make_shared<TokenizerData>();
   d->uid = g_next_uid++;
@@ -304,7 +431,7 @@ std::shared_ptr<TokenizerData> load_tokenizer_json(std::string_view tokenizer_js
         if (i + 1 != d->pre.size()) throw_error("[tokenizer] a ByteLevel pre-tokenizer must be the last pre-tokenizer step");
         d->byte_level = true;
       }
-    build_model(j["model"], *d);
+    build_model(j["model"], big, *d);
     parse_post(j.value("post_processor", json()), *d);
     if (j.contains("decoder") && !j["decoder"].is_null()) {
       parse_decoder(j["decoder"], d->decoders);
@@ -312,7 +439,7 @@ std::shared_ptr<TokenizerData> load_tokenizer_json(std::string_view tokenizer_js
     }
 
     d->id_to_token.resize(d->bpe.max_id);
-    for (const auto& [tok, id] : d->bpe.vocab) d->id_to_token[static_cast<std::size_t>(id)] = tok;
+    d->bpe.vocab.for_each([&](std::string_view tok, TokenId id) { d->id_to_token[static_cast<std::size_t>(id)] = tok; });
     for (const json& a : j.value("added_tokens", json::array())) {
       AddedTokenSpec t;
       t.id = a.at("id").get<TokenId>();
@@ -331,6 +458,7 @@ std::shared_ptr<TokenizerData> load_tokenizer_json(std::string_view tokenizer_js
       if (static_cast<std::size_t>(t.id) >= d->id_to_token.size()) d->id_to_token.resize(static_cast<std::size_t>(t.id) + 1);
       d->id_to_token[static_cast<std::size_t>(t.id)] = t.content;
       d->added_by_id[t.id] = static_cast<std::int32_t>(k);
+      d->added_by_content.emplace(t.content, t.id);
       if (t.normalized && !d->normalizers.empty()) {
         std::string n;
         normalize(*d, t.content, n);
@@ -339,8 +467,6 @@ std::shared_ptr<TokenizerData> load_tokenizer_json(std::string_view tokenizer_js
         d->added_raw.insert(t.content, static_cast<std::int32_t>(k));
       }
     }
-    for (std::size_t id = 0; id < d->id_to_token.size(); ++id)
-      if (!d->id_to_token[id].empty()) d->token_to_id.emplace(d->id_to_token[id], static_cast<TokenId>(id));
     for (TokenId id : d->post_prefix)
       if (static_cast<std::size_t>(id) >= d->id_to_token.size()) throw_error("[tokenizer] post-processor id {} is out of range", id);
     for (TokenId id : d->post_suffix)

@@ -32,9 +32,11 @@ if (req.decode) res.decode = req.decode.map((ids) => (ids.length ? tok.decode(id
 if (req.bench !== undefined) {
   const t = text(req.bench);
   tok.encode(t.slice(0, 10000), { add_special_tokens: false });  // warm-up
-  const t0 = process.hrtime.bigint();
+  // CPU seconds (user + system) of the encode: comparable with the C++ side's thread CPU time.
+  const c0 = process.cpuUsage();
   const ids = tok.encode(t, { add_special_tokens: false });
-  res.bench_seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const c = process.cpuUsage(c0);
+  res.bench_seconds = (c.user + c.system) / 1e6;
   res.bench_tokens = ids.length;
 }
 process.stdout.write(JSON.stringify(res));
