@@ -13,6 +13,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <ostream>
 #include <cmath>
 #include <functional>
 #include <numeric>
@@ -318,6 +321,14 @@ const Family kFamilies[] = {
     {"moe", cases_moe},
 };
 
+void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
+
+/** KILN_BACKEND_OPS_VERBOSE=1 prints every case's NMSE per device (for docs/backend.md §6). */
+bool verbose() {
+  const char* env = std::getenv("KILN_BACKEND_OPS_VERBOSE");
+  return env && *env && std::string(env) != "0";
+}
+
 class BackendOps : public ::testing::TestWithParam<Family> {};
 
 TEST_P(BackendOps, EveryDeviceMatchesTheCpuReference) {
@@ -345,6 +356,7 @@ TEST_P(BackendOps, EveryDeviceMatchesTheCpuReference) {
         }
         EXPECT_EQ(got[i].i, ref[i].i) << got[i].what;
         const double e = nmse(got[i].f, ref[i].f);
+        if (verbose()) std::printf("%-12s %-56s %-10s %-14s NMSE %.3g\n", GetParam().name, c.name.c_str(), d->info().id.c_str(), got[i].what.c_str(), e);
         EXPECT_LE(e, c.threshold) << got[i].what << ": NMSE " << e << " over " << c.threshold;
       }
     }
