@@ -1,0 +1,195 @@
+// kiln generate: one prompt in, generated text streamed to stdout (greedy at temperature 0).
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "cli/command.hpp"
+#include "cli/common.hpp"
+#include "core/error.hpp"
+#include "model/gguf_tokenizer.hpp"
+#include "model/model_host.hpp"
+#include "model/sampler.hpp"
+#include "template/chat_render.hpp"
+#include "text/stream_decoder.hpp"
+#include "text/tokenizer.hpp"
+
+namespace kiln::cli {
+namespace {
+
+bool parse_ids(const std::string& text, std::vector<int32_t>* out) {
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t end = text.find(',', i);
+    if (end == std::string::npos) end = text.size();
+    try {
+      size_t used = 0;
+      const std::string item = text.substr(i, end - i);
+      const long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) return false;
+      out->push_back(static_cast<int32_t>(v));
+    } catch (...) {
+      return false;
+    }
+    i = end + 1;
+  }
+  return !out->empty();
+}
+
+template <class T>
+bool number(const Args& a, const char* name, T* out) {
+  if (!a.has(name)) return true;
+  try {
+    size_t used = 0;
+    const std::string v = a.value(name);
+    if constexpr (std::is_floating_point_v<T>)
+      *out = static_cast<T>(std::stod(v, &used));
+    else
+      *out = static_cast<T>(std::stoull(v, &used));
+    return used == v.size();
+  } catch (...) {
+    return false;
+  }
+}
+
+std::optional<text::Tokenizer> load_tokenizer(const model::Checkpoint& ck) {
+  if (!ck.tokenizer_json().empty())
+    return text::Tokenizer::from_dir(std::filesystem::path(ck.tokenizer_json()).parent_path().string());
+  if (ck.vocab()) return model::gguf_tokenizer(*ck.vocab());
+  return std::nullopt;
+}
+
+std::string render_chat(const model::Checkpoint& ck, const std::string& prompt) {
+  const nlohmann::json req = {{"messages", {{{"role", "user"}, {"content", prompt}}}}, {"add_generation_prompt", true}};
+  if (ck.format() == model::CheckpointFormat::hf)
+    return ChatTemplate::from_model_dir(std::filesystem::path(ck.tokenizer_config_json()).parent_path())
+        .render_request(req.dump());
+  const auto& v = *ck.vocab();
+  if (v.chat_template.empty()) throw_error("[generate] {} embeds no chat template; drop --chat", ck.path());
+  nlohmann::json cfg = nlohmann::json::object();
+  if (v.bos >= 0) cfg["bos_token"] = v.tokens[static_cast<size_t>(v.bos)];
+  if (v.eos >= 0) cfg["eos_token"] = v.tokens[static_cast<size_t>(v.eos)];
+  return ChatTemplate::from_config(cfg.dump(), v.chat_template).render_request(req.dump());
+}
+
+int run(const std::vector<std::string>& argv) {
+  Args args(argv,
+            {"--model", "--prompt", "--prompt-ids", "--max-tokens", "--temperature", "--top-p", "--top-k", "--seed",
+             "--device", "--config"},
+            {"--chat"});
+  if (!args.ok()) return usage_error("generate", args.error());
+  if (!args.has("--model")) return usage_error("generate", "--model is required");
+  if (args.has("--prompt") && args.has("--prompt-ids")) return usage_error("generate", "give --prompt or --prompt-ids, not both");
+  uint32_t max_tokens = 64;
+  model::SamplingParams sp;
+  std::optional<double> temperature;
+  double t = 0;
+  if (!number(args, "--max-tokens", &max_tokens) || !number(args, "--top-p", &sp.top_p) ||
+      !number(args, "--top-k", &sp.top_k) || !number(args, "--seed", &sp.seed) || !number(args, "--temperature", &t))
+    return usage_error("generate", "--max-tokens/--top-k/--seed take integers, --temperature/--top-p numbers");
+  if (args.has("--temperature")) temperature = t;
+  std::vector<int32_t> prompt;
+  if (args.has("--prompt-ids") && !parse_ids(args.value("--prompt-ids"), &prompt))
+    return usage_error("generate", "--prompt-ids must be comma-separated non-negative integers");
+  try {
+    Config config = load_config_or_empty(args.value("--config"));
+    PluginRegistry registry;
+    load_plugins(registry, config);
+    model::Checkpoint probe = model::Checkpoint::open(args.value("--model"));
+    const auto& gen = probe.generation();
+    std::optional<text::Tokenizer> tok = load_tokenizer(probe);
+    if (args.has("--prompt")) {
+      if (!tok) return failure("generate", "the model has no tokenizer.json or embedded vocabulary; use --prompt-ids");
+      std::string text = args.value("--prompt");
+      text::EncodeOptions eo;
+      if (args.flag("--chat")) {
+        text = render_chat(probe, text);
+      } else {
+        eo.add_special = true;  // e.g. SentencePiece models' leading BOS
+      }
+      prompt = tok->encode(text, eo);
+    } else if (args.flag("--chat")) {
+      return usage_error("generate", "--chat needs --prompt");
+    }
+    if (prompt.empty()) {
+      if (!gen.bos) return usage_error("generate", "the model has no BOS token; give --prompt or --prompt-ids");
+      prompt.push_back(static_cast<int32_t>(*gen.bos));
+    }
+    // Sampling defaults come from generation_config.json; flags override them.
+    sp.temperature = temperature ? *temperature : (gen.do_sample.value_or(false) ? gen.temperature.value_or(1.0) : 0.0);
+    if (!args.has("--top-p") && gen.top_p && sp.temperature > 0) sp.top_p = *gen.top_p;
+    if (!args.has("--top-k") && gen.top_k && sp.temperature > 0) sp.top_k = *gen.top_k;
+
+    model::HostOptions o;
+    o.device = args.value("--device", "auto");
+    o.cache.memory_bytes = 1ull << 30;
+    o.max_seqs = 1;
+    o.max_context = static_cast<uint32_t>(prompt.size() + max_tokens + 1);
+    o.max_batch_tokens = static_cast<uint32_t>(prompt.size());
+    const Component* comp = registry.find_model_type(probe.model_type());
+    if (!comp) return failure("generate", fmt::format("no model plugin serves model type '{}'", probe.model_type()));
+    model::ModelHost host(std::move(probe), *comp, o);
+    const uint32_t V = host.hparams().n_vocab;
+    for (int32_t id : prompt)
+      if (static_cast<uint32_t>(id) >= V) return failure("generate", fmt::format("prompt id {} is outside the vocabulary", id));
+
+    std::optional<text::StreamDecoder> stream;
+    if (tok) {
+      text::StreamOptions so;
+      so.skip_special = true;
+      so.at_sequence_start = false;
+      stream.emplace(*tok, so);
+    }
+    model::Sampler sampler(sp);
+    if (host.add_sequence(0) != cache::Status::ok) return failure("generate", "cannot start a sequence");
+    const auto t0 = std::chrono::steady_clock::now();
+    double prefill_s = 0;
+    std::vector<int32_t> step_ids = prompt;
+    uint32_t produced = 0;
+    for (; produced < max_tokens; ++produced) {
+      model::StepResult r;
+      const cache::Status st = host.step({{0, step_ids, true, false}}, &r);
+      if (st != cache::Status::ok) return failure("generate", cache::status_message(st));
+      if (produced == 0) prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const int32_t next = sampler.sample(r.logits.data(), V);
+      if (std::find(gen.stop_tokens.begin(), gen.stop_tokens.end(), next) != gen.stop_tokens.end()) break;
+      if (stream)
+        std::fputs(stream->push(next).c_str(), stdout);
+      else
+        std::fputs(fmt::format("{}{}", produced ? "," : "", next).c_str(), stdout);
+      std::fflush(stdout);
+      step_ids = {next};
+    }
+    if (stream) std::fputs(stream->finish().c_str(), stdout);
+    std::fputs("\n", stdout);
+    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "[generate] prompt %zu tokens (%.1f tok/s), generated %u tokens (%.1f tok/s) on %s\n",
+                 prompt.size(), prefill_s > 0 ? prompt.size() / prefill_s : 0.0, produced,
+                 produced > 1 && total > prefill_s ? (produced - 1) / (total - prefill_s) : 0.0,
+                 host.device().info().name.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    return failure("generate", e.what());
+  }
+}
+
+const bool registered = register_command({
+    "generate",
+    "generate text from a prompt (streams to stdout)",
+    "usage: kiln generate --model PATH [--prompt TEXT | --prompt-ids 1,2,3] [--chat] [--max-tokens N]\n"
+    "                     [--temperature T] [--top-p P] [--top-k K] [--seed S] [--device DEV]\n\n"
+    "Without a prompt, generation starts from the model's BOS token. Temperature 0 is greedy; the\n"
+    "defaults come from generation_config.json (greedy when it has none). Stops at any eos id of\n"
+    "config.json / generation_config.json (or the GGUF's) or after --max-tokens (default 64).\n"
+    "Text is decoded with tokenizer.json or the GGUF's embedded vocabulary; a model with neither\n"
+    "prints ids.\n\n"
+    "  --chat         render the prompt as a user message with the model's chat template\n"
+    "  --device DEV   auto (default), cpu, vulkan, vulkan:N (KILN_DEVICE overrides)\n",
+    &run,
+});
+
+}  // namespace
+}  // namespace kiln::cli
