@@ -12,6 +12,61 @@ constexpr int kContent = -2, kReasoning = -1;
 
 std::string dump(const OJson& j) { return j.dump(-1, ' ', false, OJson::error_handler_t::replace); }
 
+bool valid_utf8(std::string_view s) {
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (len == 0 || i + len > n || c == 0xC0 || c == 0xC1 || c > 0xF4) return false;
+    for (size_t k = 1; k < len; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F))
+      return false;  // overlong, surrogate or beyond U+10FFFF
+    i += len;
+  }
+  return true;
+}
+
+/**
+ * Appends `s` as a JSON string. Deltas are built by hand (one per generated token, so this is the
+ * hot path); text that is not valid UTF-8 goes through nlohmann's U+FFFD replacement instead.
+ */
+void append_string(std::string& out, std::string_view s) {
+  if (!valid_utf8(s)) {
+    out += dump(OJson(std::string(s)));
+    return;
+  }
+  static const char hex[] = "0123456789abcdef";
+  out += '"';
+  size_t run = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        out += "\\u00";
+        out += hex[c >> 4];
+        out += hex[c & 15];
+    }
+  }
+  out.append(s.data() + run, s.size() - run);
+  out += '"';
+}
+
 /** Length of `s` without an incomplete UTF-8 sequence at its end. */
 size_t complete_utf8(std::string_view s) {
   size_t n = s.size();
@@ -41,17 +96,22 @@ std::string EventMapper::delta_for(int channel, const std::string& text, bool fi
   held += text;
   size_t n = final ? held.size() : complete_utf8(held);
   if (n == 0) return {};
-  std::string part = held.substr(0, n);
-  held.erase(0, n);
-  OJson d = OJson::object();
+  std::string_view part = std::string_view(held).substr(0, n);
+  std::string d;
+  d.reserve(part.size() + 64);
   if (channel == kContent) {
-    d["content"] = part;
+    d += "{\"content\":";
   } else if (channel == kReasoning) {
-    d["reasoning_content"] = part;
+    d += "{\"reasoning_content\":";
   } else {
-    d["tool_calls"] = OJson::array({{{"index", channel}, {"function", {{"arguments", part}}}}});
+    d += "{\"tool_calls\":[{\"index\":";
+    d += std::to_string(channel);
+    d += ",\"function\":{\"arguments\":";
   }
-  return dump(d);
+  append_string(d, part);
+  d += channel >= 0 ? "}}]}" : "}";
+  held.erase(0, n);
+  return d;
 }
 
 std::string EventMapper::on_event(const ParseEvent& e) {
