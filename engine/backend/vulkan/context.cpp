@@ -151,7 +151,7 @@ Context::Context(const ContextOptions& opts) {
   bool validation = opts.validation || env_true("KILN_VULKAN_VALIDATION");
   try {
     create_instance(validation);
-    pick_device(want);
+    pick_device(want, opts.index);
     create_device();
   } catch (...) {
     if (device_) vkDestroyDevice(device_, nullptr);
@@ -225,6 +225,8 @@ void Context::create_instance(bool validation) {
   }
 }
 
+uint32_t Context::count_devices() { return static_cast<uint32_t>(list_devices().size()); }
+
 std::vector<std::string> Context::list_devices() {
   std::vector<std::string> out;
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
@@ -248,7 +250,7 @@ std::vector<std::string> Context::list_devices() {
   return out;
 }
 
-void Context::pick_device(const std::string& want) {
+void Context::pick_device(const std::string& want, int index) {
   auto devs = enumerate(instance_);
   if (devs.empty())
     throw_error("[vulkan] no Vulkan device found (install mesa-vulkan-drivers for the lavapipe CPU device or a "
@@ -257,7 +259,11 @@ void Context::pick_device(const std::string& want) {
   for (size_t i = 0; i < devs.size(); ++i) vkGetPhysicalDeviceProperties(devs[i], &props[i]);
 
   size_t pick = devs.size();
-  if (!want.empty()) {
+  if (index >= 0) {
+    if (static_cast<size_t>(index) >= devs.size())
+      throw_error("[vulkan] device index {} but the loader reports {} device(s)", index, devs.size());
+    pick = static_cast<size_t>(index);
+  } else if (!want.empty()) {
     bool numeric = std::all_of(want.begin(), want.end(), [](unsigned char c) { return std::isdigit(c); });
     if (numeric) {
       size_t idx = std::stoul(want);

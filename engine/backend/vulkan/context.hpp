@@ -21,6 +21,9 @@ struct ContextOptions {
   /** Device index ("0") or case-insensitive substring of its name; empty = best by type.
    *  The environment variable KILN_VULKAN_DEVICE overrides it. */
   std::string device;
+  /** Physical device index (vkEnumeratePhysicalDevices order); >= 0 wins over `device` and the
+   *  environment (the registry opens each device this way). */
+  int index = -1;
   /** Enable VK_LAYER_KHRONOS_validation and count its messages (also KILN_VULKAN_VALIDATION=1). */
   bool validation = false;
 };
@@ -75,12 +78,14 @@ class Context {
 
   PFN_vkGetMemoryHostPointerPropertiesEXT get_host_pointer_props = nullptr;
 
+  /** Number of physical devices the loader reports (0 when no loader/driver works). */
+  static uint32_t count_devices();
   /** One line per Vulkan device the loader sees ("0: llvmpipe (cpu)"), for messages and `kiln`. */
   static std::vector<std::string> list_devices();
 
  private:
   void create_instance(bool validation);
-  void pick_device(const std::string& want);
+  void pick_device(const std::string& want, int index);
   void create_device();
 
   VkInstance instance_ = VK_NULL_HANDLE;

@@ -1,7 +1,10 @@
 #include "backend/vulkan/device.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "backend/vulkan/ops/ops.hpp"
 #include "core/log.hpp"
@@ -24,6 +27,19 @@ backend::DeviceKind kind_of(const DeviceInfo& d) {
     case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return backend::DeviceKind::integrated_gpu;
     default: return backend::DeviceKind::software_gpu;
   }
+}
+
+// Registry devices are never destroyed, so KILN_PROFILE tables are printed from atexit.
+std::mutex g_profiled_mu;
+std::vector<VulkanDevice*> g_profiled;
+
+void print_profiles_at_exit() {
+  std::lock_guard<std::mutex> lock(g_profiled_mu);
+  for (VulkanDevice* d : g_profiled) {
+    std::string t = d->profile_table();
+    if (!t.empty()) fmt::print(stderr, "[vulkan] per-op GPU time on '{}':\n{}", d->info().name, t);
+  }
+  g_profiled.clear();
 }
 
 }  // namespace
@@ -68,7 +84,13 @@ VulkanDevice::VulkanDevice(const ContextOptions& opts, int index) {
   ctx_ = std::make_unique<Context>(opts);
   mem_ = std::make_unique<Allocator>(*ctx_);
   pipes_ = std::make_unique<Pipelines>(*ctx_);
-  if (profiling()) profiler_ = std::make_unique<Profiler>(ctx_->info().timestamp_period_ns);
+  if (profiling()) {
+    profiler_ = std::make_unique<Profiler>(ctx_->info().timestamp_period_ns);
+    static std::once_flag once;
+    std::call_once(once, [] { std::atexit(print_profiles_at_exit); });
+    std::lock_guard<std::mutex> lock(g_profiled_mu);
+    g_profiled.push_back(this);
+  }
   rec_ = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get());
   xfer_ = std::make_unique<Recorder>(*ctx_, *mem_, nullptr);
   flags_ = mem_->allocate(16, MemoryKind::host);
@@ -84,13 +106,23 @@ VulkanDevice::VulkanDevice(const ContextOptions& opts, int index) {
 }
 
 VulkanDevice::~VulkanDevice() {
-  if (profiler_ && !profiler_->empty()) fmt::print(stderr, "{}", profiler_->table());
+  if (profiler_) {
+    std::lock_guard<std::mutex> lock(g_profiled_mu);
+    auto it = std::find(g_profiled.begin(), g_profiled.end(), this);
+    if (it != g_profiled.end()) {
+      g_profiled.erase(it);
+      if (!profiler_->empty())
+        fmt::print(stderr, "[vulkan] per-op GPU time on '{}':\n{}", info_.name, profiler_->table());
+    }
+  }
   rec_.reset();
   xfer_.reset();
   if (mem_) mem_->release(flags_);
 }
 
-std::string VulkanDevice::profile_table() const { return profiler_ ? profiler_->table() : std::string(); }
+std::string VulkanDevice::profile_table() const {
+  return profiler_ && !profiler_->empty() ? profiler_->table() : std::string();
+}
 
 backend::MemoryInfo VulkanDevice::memory() const {
   MemoryStats s = mem_->stats();
@@ -245,28 +277,38 @@ namespace {
 
 class VulkanBackend final : public Backend {
  public:
-  explicit VulkanBackend(std::unique_ptr<vk::VulkanDevice> d) : dev_(std::move(d)) {}
+  explicit VulkanBackend(std::vector<std::unique_ptr<vk::VulkanDevice>> d) : devs_(std::move(d)) {}
   std::string_view name() const override { return "vulkan"; }
-  std::vector<Device*> devices() override { return {dev_.get()}; }
+  std::vector<Device*> devices() override {
+    std::vector<Device*> out;
+    for (auto& d : devs_) out.push_back(d.get());
+    return out;
+  }
 
  private:
-  std::unique_ptr<vk::VulkanDevice> dev_;
+  std::vector<std::unique_ptr<vk::VulkanDevice>> devs_;
 };
 
 }  // namespace
 
 void register_vulkan_backend(Registry& registry) {
-  // One device: KILN_VULKAN_DEVICE (index or name) or the best by type (discrete > integrated >
-  // lavapipe). Other physical devices are listed in the log, not opened (each costs an instance).
-  vk::ContextOptions opts;
-  std::unique_ptr<vk::VulkanDevice> dev;
-  try {
-    dev = std::make_unique<vk::VulkanDevice>(opts, -1);
-  } catch (const std::exception& e) {
-    log::info("[backend vulkan] not registered: {}", e.what());
-    return;
+  // Every physical device becomes "vulkan:N" (N = vkEnumeratePhysicalDevices index) so the
+  // registry's selection (auto: discrete > integrated > software; YAML backend.device; KILN_DEVICE)
+  // chooses among them. KILN_VULKAN_DEVICE (index or name) opens only that one.
+  std::vector<std::unique_ptr<vk::VulkanDevice>> devs;
+  const char* only = std::getenv("KILN_VULKAN_DEVICE");
+  uint32_t n = (only && *only) ? 1 : vk::Context::count_devices();
+  if (n == 0) n = 1;  // let the context produce the precise "no driver / no device" message
+  for (uint32_t i = 0; i < n; ++i) {
+    vk::ContextOptions opts;
+    if (!(only && *only)) opts.index = static_cast<int>(i);
+    try {
+      devs.push_back(std::make_unique<vk::VulkanDevice>(opts, -1));
+    } catch (const std::exception& e) {
+      log::info("[backend vulkan] device {} not registered: {}", i, e.what());
+    }
   }
-  registry.add(std::make_unique<VulkanBackend>(std::move(dev)));
+  if (!devs.empty()) registry.add(std::make_unique<VulkanBackend>(std::move(devs)));
 }
 
 }  // namespace kiln::backend
