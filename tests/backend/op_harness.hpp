@@ -48,6 +48,7 @@ class OpGraph {
   std::vector<Output> run(Device& device) const;
 
   graph::Graph& graph() { return graph_; }
+  const graph::Graph& graph() const { return graph_; }
   std::mt19937& rng() { return rng_; }
   /** The host data of an external tensor (to build references in tests). */
   const std::vector<std::byte>& data(uint32_t t) const { return data_.at(t); }
