@@ -140,7 +140,9 @@ int run(const std::vector<std::string>& argv) {
     if (tok) {
       text::StreamOptions so;
       so.skip_special = true;
-      so.at_sequence_start = false;
+      // Starting from BOS alone, the output is the start of the text (SentencePiece drops its
+      // leading space there); after a prompt it continues a text.
+      so.at_sequence_start = !args.has("--prompt") && !args.has("--prompt-ids");
       stream.emplace(*tok, so);
     }
     model::Sampler sampler(sp);
