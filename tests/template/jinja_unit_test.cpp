@@ -125,6 +125,12 @@ TEST(JinjaLimits, RunawayTemplatesStopWithALimitError) {
   EXPECT_EQ(render_error("{{ x }}", "{\"x\": " + deep_json + "}").kind(), TemplateError::Kind::Limit);
 }
 
+TEST(JinjaLimits, DefaultLimitsStopDeepRecursionBeforeTheStackDoes) {
+  EXPECT_EQ(render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").kind(), TemplateError::Kind::Limit);
+  EXPECT_EQ(render_error("{% macro f(n) %}{% for i in [1] %}{% if true %}{{ [f(n + 1)]|join }}{% endif %}{% endfor %}{% endmacro %}{{ f(0) }}").kind(),
+            TemplateError::Kind::Limit);
+}
+
 TEST(JinjaLimits, NamespacesCannotHoldThemselves) {
   // Jinja2 allows it; kiln refuses so that values never form reference cycles.
   EXPECT_EQ(render_error("{% set ns = namespace() %}{% set ns.me = [ns] %}").kind(), TemplateError::Kind::Render);
