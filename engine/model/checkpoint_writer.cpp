@@ -161,8 +161,7 @@ void GgufWriter::add_i32s(const std::string& k, const std::vector<int32_t>& v) {
 }
 void GgufWriter::add_tensor(WriterTensor t) { tensors_.push_back(std::move(t)); }
 
-std::vector<uint8_t> GgufWriter::bytes() const {
-  constexpr uint64_t align = 32;
+std::vector<uint8_t> GgufWriter::header() const {
   std::vector<uint8_t> out = {'G', 'G', 'U', 'F'};
   put<uint32_t>(out, 3);
   put<uint64_t>(out, tensors_.size());
@@ -175,16 +174,33 @@ std::vector<uint8_t> GgufWriter::bytes() const {
     for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) put<uint64_t>(out, static_cast<uint64_t>(*it));
     put<uint32_t>(out, ggml_type(t.dtype));
     put<uint64_t>(out, off);
-    off += (t.bytes.size() + align - 1) / align * align;
+    off += (t.bytes.size() + kAlign - 1) / kAlign * kAlign;
   }
-  out.resize((out.size() + align - 1) / align * align, 0);
+  out.resize((out.size() + kAlign - 1) / kAlign * kAlign, 0);
+  return out;
+}
+
+std::vector<uint8_t> GgufWriter::bytes() const {
+  std::vector<uint8_t> out = header();
   for (const auto& t : tensors_) {
     out.insert(out.end(), t.bytes.begin(), t.bytes.end());
-    out.resize((out.size() + align - 1) / align * align, 0);
+    out.resize((out.size() + kAlign - 1) / kAlign * kAlign, 0);
   }
   return out;
 }
 
-void GgufWriter::write(const std::string& path) const { write_file(path, bytes()); }
+void GgufWriter::write(const std::string& path) const {
+  // Streamed: a benchmark model is gigabytes, so the file is never assembled in memory.
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const auto h = header();
+  out.write(reinterpret_cast<const char*>(h.data()), static_cast<std::streamsize>(h.size()));
+  const char zeros[kAlign] = {};
+  for (const auto& t : tensors_) {
+    out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+    const size_t pad = (kAlign - t.bytes.size() % kAlign) % kAlign;
+    out.write(zeros, static_cast<std::streamsize>(pad));
+  }
+  if (!out) throw_error("[gguf] cannot write {}", path);
+}
 
 }  // namespace kiln::model

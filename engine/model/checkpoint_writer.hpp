@@ -39,9 +39,13 @@ class GgufWriter {
   void add_tensor(WriterTensor t);
   /** The file as bytes (alignment 32). */
   std::vector<uint8_t> bytes() const;
+  /** Writes the file, streaming the tensors. */
   void write(const std::string& path) const;
+  size_t tensor_count() const { return tensors_.size(); }
 
  private:
+  static constexpr size_t kAlign = 32;
+  std::vector<uint8_t> header() const;
   std::vector<uint8_t> kv_;
   uint64_t n_kv_ = 0;
   std::vector<WriterTensor> tensors_;

@@ -1,0 +1,185 @@
+// Decode and prefill throughput of a ~0.5B-parameter Qwen3-shaped model with random weights that
+// this program writes (GGUF: F16, BF16, Q8_0), printed beside the memory-bandwidth roofline:
+// weight bytes read per decoded token ÷ STREAM-triad bandwidth measured in the same run.
+//
+//   bench_model [--device cpu|vulkan|auto] [--dtype f16,bf16,q8_0] [--layers 28] [--prompt 64]
+//               [--decode 16] [--dir /tmp]
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/checkpoint_writer.hpp"
+#include "model/model_host.hpp"
+#include "plugin/registry.hpp"
+
+extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_llama(uint32_t, uint32_t);
+
+namespace {
+
+using namespace kiln;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// STREAM triad a = b + s·c, all threads, best of 5; bytes counted as 3 arrays per pass.
+double triad_gbs() {
+  const size_t n = size_t{64} << 20;  // 256 MiB per array
+  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
+  auto pass = [&] {
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 1 << 16), [&](const tbb::blocked_range<size_t>& r) {
+      for (size_t i = r.begin(); i < r.end(); ++i) a[i] = b[i] + 3.0f * c[i];
+    });
+  };
+  pass();
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    pass();
+    best = std::min(best, seconds_since(t0));
+  }
+  return 3.0 * static_cast<double>(n) * 4 / best / 1e9;
+}
+
+struct Shape {  // Qwen3-0.6B's shape
+  int layers = 28, D = 1024, H = 16, KV = 8, Dh = 128, F = 3072, V = 151936;
+};
+
+// Random weights, generated fast (xorshift) and encoded to the requested type.
+std::vector<float> random_values(size_t n, uint64_t seed, float scale) {
+  std::vector<float> v(n);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 1 << 16), [&](const tbb::blocked_range<size_t>& r) {
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + r.begin() + 1;
+    for (size_t i = r.begin(); i < r.end(); ++i) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      v[i] = scale * (static_cast<float>(x >> 40) / static_cast<float>(1 << 24) - 0.5f);
+    }
+  });
+  return v;
+}
+
+/** Writes the model; returns the bytes of weights read per decoded token (matrices incl. lm_head). */
+uint64_t write_model(const std::string& path, const Shape& s, model::DType t) {
+  model::GgufWriter w;
+  w.add_string("general.architecture", "qwen3");
+  w.add_u32("qwen3.block_count", static_cast<uint32_t>(s.layers));
+  w.add_u32("qwen3.embedding_length", static_cast<uint32_t>(s.D));
+  w.add_u32("qwen3.feed_forward_length", static_cast<uint32_t>(s.F));
+  w.add_u32("qwen3.attention.head_count", static_cast<uint32_t>(s.H));
+  w.add_u32("qwen3.attention.head_count_kv", static_cast<uint32_t>(s.KV));
+  w.add_u32("qwen3.attention.key_length", static_cast<uint32_t>(s.Dh));
+  w.add_u32("qwen3.context_length", 4096);
+  w.add_u32("qwen3.vocab_size", static_cast<uint32_t>(s.V));
+  w.add_f32("qwen3.attention.layer_norm_rms_epsilon", 1e-6f);
+  w.add_f32("qwen3.rope.freq_base", 1e6f);
+  uint64_t per_token = 0, seed = 1;
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols, bool counts = true) {
+    auto bytes = model::encode_f32(random_values(static_cast<size_t>(rows * cols), seed++, 0.05f), t);
+    if (counts) per_token += bytes.size();
+    w.add_tensor({name, t, {rows, cols}, std::move(bytes)});
+  };
+  auto vec = [&](const std::string& name, int64_t n) {
+    std::vector<float> ones(static_cast<size_t>(n), 1.0f);
+    w.add_tensor({name, model::DType::f32, {n}, model::encode_f32(ones, model::DType::f32)});
+  };
+  mat("token_embd.weight", s.V, s.D, false);  // one row gathered per token
+  mat("output.weight", s.V, s.D);
+  vec("output_norm.weight", s.D);
+  for (int l = 0; l < s.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    vec(p + "attn_norm.weight", s.D);
+    vec(p + "ffn_norm.weight", s.D);
+    vec(p + "attn_q_norm.weight", s.Dh);
+    vec(p + "attn_k_norm.weight", s.Dh);
+    mat(p + "attn_q.weight", s.H * s.Dh, s.D);
+    mat(p + "attn_k.weight", s.KV * s.Dh, s.D);
+    mat(p + "attn_v.weight", s.KV * s.Dh, s.D);
+    mat(p + "attn_output.weight", s.D, s.H * s.Dh);
+    mat(p + "ffn_gate.weight", s.F, s.D);
+    mat(p + "ffn_up.weight", s.F, s.D);
+    mat(p + "ffn_down.weight", s.D, s.F);
+  }
+  w.write(path);
+  return per_token;
+}
+
+std::string arg(int argc, char** argv, const char* name, const char* def) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  return def;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Shape shape;
+  shape.layers = std::stoi(arg(argc, argv, "--layers", "28"));
+  const int prompt = std::stoi(arg(argc, argv, "--prompt", "64"));
+  const int decode = std::stoi(arg(argc, argv, "--decode", "16"));
+  const std::string device = arg(argc, argv, "--device", "auto");
+  const std::string dir = arg(argc, argv, "--dir", std::filesystem::temp_directory_path().c_str());
+  std::vector<std::string> dtypes;
+  {
+    std::string list = arg(argc, argv, "--dtype", "f16,bf16,q8_0");
+    for (size_t i = 0; i <= list.size();) {
+      size_t e = list.find(',', i);
+      if (e == std::string::npos) e = list.size();
+      dtypes.push_back(list.substr(i, e - i));
+      i = e + 1;
+    }
+  }
+  PluginRegistry registry;
+  register_builtin_plugins(registry);
+  if (!registry.find_model_type("qwen3")) registry.register_static(&kiln_plugin_descriptor_llama, "<static llama>");
+
+  const double bw = triad_gbs();
+  std::printf("triad bandwidth: %.1f GB/s; model: qwen3-shaped, %d layers, D %d, FF %d, vocab %d; prompt %d, decode %d\n\n",
+              bw, shape.layers, shape.D, shape.F, shape.V, prompt, decode);
+  std::printf("%-6s %-28s %10s %10s %12s %12s %8s %12s %8s\n", "dtype", "device", "params(M)", "GB/token",
+              "decode t/s", "roofline t/s", "ratio", "prefill t/s", "ratio");
+  for (const auto& name : dtypes) {
+    const model::DType t = name == "q8_0" ? model::DType::q8_0 : name == "bf16" ? model::DType::bf16 : model::DType::f16;
+    const std::string path = dir + "/kiln-bench-qwen3-" + name + ".gguf";
+    const uint64_t per_token = write_model(path, shape, t);
+    {
+      model::HostOptions o;
+      o.device = device;
+      o.cache.memory_bytes = 512ull << 20;
+      o.kv_dtype = KILN_DTYPE_F16;
+      o.max_seqs = 1;
+      o.max_context = static_cast<uint32_t>(prompt + decode + 8);
+      o.max_batch_tokens = static_cast<uint32_t>(prompt);
+      auto host = model::ModelHost::open(path, registry, o);
+      std::vector<int32_t> ids(static_cast<size_t>(prompt));
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919) % 150000);
+      host->add_sequence(0);
+      model::StepResult r;
+      auto t0 = Clock::now();
+      host->step({{0, ids, true, false}}, &r);
+      const double prefill_s = seconds_since(t0);
+      t0 = Clock::now();
+      for (int i = 0; i < decode; ++i) host->step({{0, {static_cast<int32_t>(i + 11)}, true, false}}, &r);
+      const double decode_tps = decode / seconds_since(t0);
+      const double roof = bw * 1e9 / static_cast<double>(per_token);
+      const double prefill_tps = prompt / prefill_s;
+      const double params = static_cast<double>(shape.layers) * (2.0 * shape.H * shape.Dh * shape.D +
+                                                                 2.0 * shape.KV * shape.Dh * shape.D + 3.0 * shape.F * shape.D) +
+                            2.0 * shape.V * shape.D;
+      std::printf("%-6s %-28.28s %10.0f %10.3f %12.2f %12.2f %8.2f %12.2f %8.2f\n", name.c_str(),
+                  host->device().info().name.c_str(), params / 1e6, static_cast<double>(per_token) / 1e9, decode_tps,
+                  roof, decode_tps / roof, prefill_tps, prefill_tps / (roof * prompt));
+      std::fflush(stdout);
+    }
+    std::filesystem::remove(path);
+  }
+  std::printf("\nratio = measured ÷ bandwidth roofline (prefill: ÷ prompt × roofline, i.e. one weight pass per step;\n"
+              "prefill is compute-bound, so its ratio says how far from bandwidth-bound it is, not a target).\n");
+  return 0;
+}
