@@ -123,6 +123,26 @@ TEST(Vulkan, GetRowsWithABadIdIsAnError) {
   EXPECT_NO_THROW(dev->compute(g));  // the device recovers
 }
 
+TEST(Vulkan, SetRowsWithABadSlotIsAnError) {
+  REQUIRE_VULKAN(dev);
+  Bufs b;
+  std::vector<float> rows(2 * 8, 2.0f);
+  std::vector<int32_t> slots = {1, 9};
+  auto cache = b.make(*dev, TensorDesc(DType::f16, {4, 8}));
+  backend::BoundGraph g;
+  g.nodes.push_back(node(KILN_OP_SET_ROWS,
+                         {cache, b.make(*dev, TensorDesc(DType::f32, {2, 8}), rows.data()),
+                          b.make(*dev, TensorDesc(DType::i32, {2}), slots.data())},
+                         cache));
+  try {
+    dev->compute(g);
+    FAIL() << "expected an error";
+  } catch (const BackendError& e) {
+    EXPECT_EQ(e.kind(), BackendError::Kind::invalid);
+    EXPECT_NE(std::string(e.what()).find("SET_ROWS"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Vulkan, BarriersOnlyBetweenDependentOps) {
   REQUIRE_VULKAN(dev);
   Bufs b;
