@@ -90,20 +90,32 @@ void Bpe::merge(std::vector<TokenId>& syms) const {
   const std::size_t n = syms.size();
   if (n < 2) return;
   if (n <= 24) {
-    // Short words: rescanning adjacent pairs beats a heap.
+    // Short words: a rank per adjacent pair, rescanned for the minimum (in cache), and only the
+    // two pairs around a merge looked up again.
+    std::int32_t rank[24];
+    TokenId merged[24];
+    auto look = [&](std::size_t i) {
+      const MergeTable::Value* v = merges.find(syms[i], syms[i + 1]);
+      rank[i] = v ? v->rank : INT32_MAX;
+      merged[i] = v ? v->id : 0;
+    };
     std::size_t len = n;
+    for (std::size_t i = 0; i + 1 < len; ++i) look(i);
     for (;;) {
       std::int32_t best_rank = INT32_MAX;
       std::size_t best = 0;
-      TokenId best_id = 0;
-      for (std::size_t i = 0; i + 1 < len; ++i) {
-        const MergeTable::Value* v = merges.find(syms[i], syms[i + 1]);
-        if (v && v->rank < best_rank) { best_rank = v->rank; best = i; best_id = v->id; }
-      }
+      for (std::size_t i = 0; i + 1 < len; ++i)
+        if (rank[i] < best_rank) { best_rank = rank[i]; best = i; }
       if (best_rank == INT32_MAX) break;
-      syms[best] = best_id;
+      syms[best] = merged[best];
       for (std::size_t i = best + 1; i + 1 < len; ++i) syms[i] = syms[i + 1];
+      for (std::size_t i = best + 1; i + 2 < len; ++i) {
+        rank[i] = rank[i + 1];
+        merged[i] = merged[i + 1];
+      }
       --len;
+      if (best > 0) look(best - 1);
+      if (best + 1 < len) look(best);
     }
     syms.resize(len);
     return;

@@ -1,4 +1,5 @@
 // Encoding: repair UTF-8 → split out added tokens → normalize → pre-tokenize → BPE (cached per word).
+#include <cstring>
 #include <unordered_map>
 
 #include "core/error.hpp"
@@ -10,20 +11,66 @@ namespace kiln::text {
 
 namespace {
 
-// Per-thread cache of word → ids, so concurrent encodes never lock. Flat storage keeps it compact.
-struct SvHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-struct WordCache {
+// Per-thread cache of word → ids, so concurrent encodes never lock: open addressing over an arena
+// of word bytes and a flat id store (no allocation per entry).
+class WordCache {
+ public:
   std::uint64_t owner = 0;
-  std::unordered_map<std::string, std::pair<std::uint32_t, std::uint32_t>, SvHash, std::equal_to<>> map;
-  std::vector<TokenId> store;
+
   void reset(std::uint64_t uid) {
     owner = uid;
-    map.clear();
-    store.clear();
+    keys_.clear();
+    store_.clear();
+    slots_.assign(1 << 14, Slot{});
+    count_ = 0;
   }
+  /** The cached ids of `w`, or false. */
+  bool find(std::string_view w, std::size_t h, const TokenId*& ids, std::size_t& n) const {
+    if (slots_.empty()) return false;
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = h & mask;; i = (i + 1) & mask) {
+      const Slot& s = slots_[i];
+      if (s.klen == 0) return false;
+      if (s.hash == h && s.klen == w.size() && std::memcmp(keys_.data() + s.koff, w.data(), w.size()) == 0) {
+        ids = store_.data() + s.voff;
+        n = s.vlen;
+        return true;
+      }
+    }
+  }
+  void insert(std::string_view w, std::size_t h, const std::vector<TokenId>& ids) {
+    if ((count_ + 1) * 2 > slots_.size()) grow();
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = h & mask;
+    while (slots_[i].klen != 0) i = (i + 1) & mask;
+    slots_[i] = {h, static_cast<std::uint32_t>(keys_.size()), static_cast<std::uint32_t>(w.size()),
+                 static_cast<std::uint32_t>(store_.size()), static_cast<std::uint32_t>(ids.size())};
+    keys_.append(w);
+    store_.insert(store_.end(), ids.begin(), ids.end());
+    ++count_;
+  }
+  std::size_t size() const { return count_; }
+
+ private:
+  struct Slot {
+    std::size_t hash = 0;
+    std::uint32_t koff = 0, klen = 0, voff = 0, vlen = 0;  // klen == 0: empty
+  };
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.size() * 2, Slot{});
+    const std::size_t mask = slots_.size() - 1;
+    for (const Slot& s : old) {
+      if (s.klen == 0) continue;
+      std::size_t i = s.hash & mask;
+      while (slots_[i].klen != 0) i = (i + 1) & mask;
+      slots_[i] = s;
+    }
+  }
+  std::string keys_;
+  std::vector<TokenId> store_;
+  std::vector<Slot> slots_;
+  std::size_t count_ = 0;
 };
 thread_local WordCache tl_cache;
 constexpr std::size_t kMaxCachedWordBytes = 128;
@@ -61,11 +108,14 @@ struct Encoder {
     }
     const bool cacheable = w.size() <= kMaxCachedWordBytes;
     WordCache& c = tl_cache;
+    std::size_t h = 0;
     if (cacheable) {
       if (c.owner != d.uid) c.reset(d.uid);
-      auto it = c.map.find(w);
-      if (it != c.map.end()) {
-        out.insert(out.end(), c.store.begin() + it->second.first, c.store.begin() + it->second.first + it->second.second);
+      h = std::hash<std::string_view>{}(w);
+      const TokenId* ids;
+      std::size_t n;
+      if (c.find(w, h, ids, n)) {
+        out.insert(out.end(), ids, ids + n);
         return;
       }
     }
@@ -92,9 +142,8 @@ struct Encoder {
     }
     out.insert(out.end(), syms.begin(), syms.end());
     if (cacheable) {
-      if (c.map.size() >= kMaxCacheEntries) c.reset(d.uid);
-      c.map.emplace(std::string(w), std::make_pair(static_cast<std::uint32_t>(c.store.size()), static_cast<std::uint32_t>(syms.size())));
-      c.store.insert(c.store.end(), syms.begin(), syms.end());
+      if (c.size() >= kMaxCacheEntries) c.reset(d.uid);
+      c.insert(w, h, syms);
     }
   }
 

@@ -3,10 +3,12 @@
 // Request: {"dir": "<folder with tokenizer.json + tokenizer_config.json>",
 //           "no_nfc": false,          // drop a top-level NFC normalizer (Qwen3.5 vectors)
 //           "encode": ["text", ...],  // or {"b64": "..."} for raw bytes (decoded as UTF-8, lossy)
-//           "add_special": false,
+//           "add_special": false,     // post-processor for "encode"
+//           "encode_special": [...],  // like "encode", always with the post-processor
 //           "decode": [[ids], ...],
 //           "bench": "text"}          // optional: time encode of this text, reply bench_seconds
-// Response: {"encode": [[ids], ...], "decode": ["text", ...], "bench_seconds": s}
+// Response: {"encode": [[ids], ...], "encode_special": [[ids], ...], "decode": ["text", ...],
+//            "bench_seconds": s}
 // Packages are found in $KILN_ORACLE_DIR/node_modules (default: .cache/oracle beside this checkout).
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -28,6 +30,7 @@ const tok = TokenizerLoader.fromPreTrained({ tokenizerJSON: tj, tokenizerConfig:
 const text = (t) => (typeof t === "string" ? t : Buffer.from(t.b64, "base64").toString("utf8"));
 const res = {};
 if (req.encode) res.encode = req.encode.map((t) => tok.encode(text(t), { add_special_tokens: !!req.add_special }));
+if (req.encode_special) res.encode_special = req.encode_special.map((t) => tok.encode(text(t), { add_special_tokens: true }));
 if (req.decode) res.decode = req.decode.map((ids) => (ids.length ? tok.decode(ids, { skip_special_tokens: false }) : ""));
 if (req.bench !== undefined) {
   const t = text(req.bench);
