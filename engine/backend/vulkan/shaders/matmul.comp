@@ -116,15 +116,12 @@ void main() {
 #else
   uint nchunks = pc.K / 8u;
   for (uint c = lane; c < nchunks; c += SG) {
-    vec4 xl[TM], xh[TM];
+    // Hold the TN weight chunks, stream the TM activation chunks: 8·TN + 8 + TM·TN live floats.
+    vec4 wl[TN], wh[TN];
+    [[unroll]] for (uint n = 0u; n < TN; ++n) w8(wr[n], c * 8u, wl[n], wh[n]);
     [[unroll]] for (uint t = 0u; t < TM; ++t) {
-      xl[t] = x4(xrow[t], c * 8u);
-      xh[t] = x4(xrow[t], c * 8u + 4u);
-    }
-    [[unroll]] for (uint n = 0u; n < TN; ++n) {
-      vec4 lo, hi;
-      w8(wr[n], c * 8u, lo, hi);
-      [[unroll]] for (uint t = 0u; t < TM; ++t) acc[t * TN + n] += dot(lo, xl[t]) + dot(hi, xh[t]);
+      vec4 xl = x4(xrow[t], c * 8u), xh = x4(xrow[t], c * 8u + 4u);
+      [[unroll]] for (uint n = 0u; n < TN; ++n) acc[t * TN + n] += dot(wl[n], xl) + dot(wh[n], xh);
     }
   }
 #endif
