@@ -12,6 +12,7 @@ namespace kiln::backend::cpu {
 namespace {
 
 constexpr int64_t kRowBlock = 16;  // weight rows dequantized together
+constexpr int64_t kRowTile = 64;   // activation rows per task
 
 /** Weight rows [m0, m1) of a [.., K] matrix as f32: a pointer into the tensor or into `tmp`. */
 const float* weight_rows(DType t, const std::byte* w, int64_t K, int64_t m0, int64_t m1, std::vector<float>& tmp) {
@@ -34,11 +35,15 @@ void run_matmul(const Node& n) {
   const float* xp = f32_of(x);
   const std::byte* wp = bytes_of(w);
   float* out = f32_of(n.dst);
-  tbb::parallel_for(int64_t{0}, (M + kRowBlock - 1) / kRowBlock, [&](int64_t blk) {
-    const int64_t m0 = blk * kRowBlock, m1 = std::min(M, m0 + kRowBlock);
+  // Tiles of (rows × weight rows) so x stays in cache for prefill shapes; the tiling only decides
+  // who computes an element, never how, so results do not depend on R.
+  const int64_t mblocks = (M + kRowBlock - 1) / kRowBlock, rblocks = (R + kRowTile - 1) / kRowTile;
+  tbb::parallel_for(int64_t{0}, mblocks * rblocks, [&](int64_t task) {
+    const int64_t m0 = (task / rblocks) * kRowBlock, m1 = std::min(M, m0 + kRowBlock);
+    const int64_t r0 = (task % rblocks) * kRowTile, r1 = std::min(R, r0 + kRowTile);
     std::vector<float> tmp;
     const float* wr = weight_rows(w.desc.dtype, wp, K, m0, m1, tmp);
-    for (int64_t r = 0; r < R; ++r)
+    for (int64_t r = r0; r < r1; ++r)
       for (int64_t m = m0; m < m1; ++m) out[r * M + m] = dot(xp + r * K, wr + (m - m0) * K, K);
   });
 }
