@@ -145,11 +145,11 @@ void Recorder::dispatch(const Pipeline& p, std::span<const Arg> args, const void
     w.dstBinding = static_cast<uint32_t>(i);
     w.descriptorCount = 1;
     if (p.bindings[i] == Bind::texel) {
-      views[i] = mem_.view(*a.alloc, a.format);
+      views[i] = mem_.view(*a.alloc, a.base, a.format);
       w.descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
       w.pTexelBufferView = &views[i];
     } else {
-      infos[i] = {a.alloc->buffer, a.alloc->offset, std::min<uint64_t>(a.alloc->size, d.max_storage_range)};
+      infos[i] = {a.alloc->buffer, a.alloc->offset + a.base, std::min<uint64_t>(a.alloc->size - a.base, d.max_storage_range)};
       w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
       w.pBufferInfo = &infos[i];
     }

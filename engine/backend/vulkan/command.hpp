@@ -17,13 +17,14 @@
 
 namespace kiln::vk {
 
-/** One kernel argument: a byte range of an allocation, read through a texel view of `format` or
- *  bound as a storage buffer. */
+/** One kernel argument: an allocation bound from byte `base` (a multiple of 256) through a texel
+ *  view of `format` or as a storage buffer; [offset, offset+size) is the range it touches. */
 struct Arg {
   const Allocation* alloc = nullptr;
   VkFormat format = VK_FORMAT_UNDEFINED;  ///< texel bindings only
   bool write = false;
   uint64_t offset = 0, size = 0;  ///< hazard range within the allocation; size 0 = all of it
+  uint64_t base = 0;              ///< binding / view start within the allocation
 };
 
 class Profiler;

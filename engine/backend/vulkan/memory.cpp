@@ -53,7 +53,7 @@ Allocator::Allocator(Context& ctx) : ctx_(ctx) {
 Allocator::~Allocator() {
   VkDevice dev = ctx_.device();
   for (auto& [key, vs] : views_)
-    for (auto& [fmt, v] : vs) vkDestroyBufferView(dev, v, nullptr);
+    for (View& v : vs) vkDestroyBufferView(dev, v.view, nullptr);
   for (Block& b : blocks_) {
     if (b.buffer) vkDestroyBuffer(dev, b.buffer, nullptr);
     if (b.memory) vkFreeMemory(dev, b.memory, nullptr);
@@ -200,9 +200,8 @@ Allocation Allocator::allocate(uint64_t bytes, MemoryKind kind) {
 void Allocator::destroy_views(VkBuffer buffer, uint64_t offset) {
   auto it = views_.find({buffer, offset});
   if (it == views_.end()) return;
-  for (auto& [fmt, v] : it->second) vkDestroyBufferView(ctx_.device(), v, nullptr);
+  for (View& v : it->second) vkDestroyBufferView(ctx_.device(), v.view, nullptr);
   views_.erase(it);
-  view_sizes_.erase({buffer, offset});
 }
 
 void Allocator::release(Allocation& a) {
@@ -282,23 +281,24 @@ Allocation Allocator::import_host(const void* ptr, uint64_t bytes) {
   return a;
 }
 
-VkBufferView Allocator::view(const Allocation& a, VkFormat format) {
+VkBufferView Allocator::view(const Allocation& a, uint64_t base, VkFormat format) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& vs = views_[{a.buffer, a.offset}];
-  for (auto& [f, v] : vs)
-    if (f == format) return v;
+  for (View& v : vs)
+    if (v.base == base && v.format == format) return v.view;
   uint32_t tb = texel_bytes(format);
   if (!tb) throw_error("[vulkan] internal: no texel size for format {}", static_cast<int>(format));
-  uint64_t texels = std::min<uint64_t>(a.size / tb, ctx_.info().max_texel_elements);
+  if (base >= a.size) throw_error("[vulkan] internal: view base {} beyond a {}-byte allocation", base, a.size);
+  uint64_t texels = std::min<uint64_t>((a.size - base) / tb, ctx_.info().max_texel_elements);
   if (texels == 0) texels = 1;
   VkBufferViewCreateInfo ci{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
   ci.buffer = a.buffer;
   ci.format = format;
-  ci.offset = a.offset;
+  ci.offset = a.offset + base;
   ci.range = texels * tb;
   VkBufferView v = VK_NULL_HANDLE;
   check(vkCreateBufferView(ctx_.device(), &ci, nullptr, &v), "vkCreateBufferView");
-  vs.emplace_back(format, v);
+  vs.push_back({base, format, v});
   return v;
 }
 

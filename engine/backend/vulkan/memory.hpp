@@ -54,8 +54,9 @@ class Allocator {
   /** Imports [ptr, ptr+bytes) (page-aligned, e.g. a read-only mmap) as device memory; returns an
    *  empty Allocation when the device cannot (no extension, misaligned, no compatible type). */
   Allocation import_host(const void* ptr, uint64_t bytes);
-  /** A texel-buffer view of the whole allocation in `format` (cached; destroyed with it). */
-  VkBufferView view(const Allocation& a, VkFormat format);
+  /** A texel-buffer view of the allocation from byte `base` (a multiple of 256) to its end, capped
+   *  at maxTexelBufferElements, in `format` (cached; destroyed with the allocation). */
+  VkBufferView view(const Allocation& a, uint64_t base, VkFormat format);
   bool format_supported(VkFormat format);
 
   MemoryStats stats() const;
@@ -84,8 +85,12 @@ class Allocator {
   uint64_t block_size_ = 0, dedicated_threshold_ = 0;
   uint64_t used_ = 0, reserved_ = 0, imported_ = 0, limit_ = 0, heap_ = 0;
   bool device_mapped_ = false;
-  std::map<std::pair<VkBuffer, uint64_t>, std::vector<std::pair<VkFormat, VkBufferView>>> views_;
-  std::map<std::pair<VkBuffer, uint64_t>, uint64_t> view_sizes_;
+  struct View {
+    uint64_t base;
+    VkFormat format;
+    VkBufferView view;
+  };
+  std::map<std::pair<VkBuffer, uint64_t>, std::vector<View>> views_;  ///< by (buffer, allocation offset)
   std::map<VkFormat, bool> format_ok_;
 };
 

@@ -143,6 +143,35 @@ TEST(Vulkan, SetRowsWithABadSlotIsAnError) {
   }
 }
 
+TEST(Vulkan, TensorsDeepInsideALargeBufferAreReachable) {
+  // Bindings start at each tensor's offset (rounded down), so a tensor 150 MiB into a buffer works
+  // although lavapipe's maxStorageBufferRange is 128 MiB.
+  REQUIRE_VULKAN(dev);
+  const size_t big = 160u << 20, at = (150u << 20) + 4096;
+  auto buf = dev->allocate(big, backend::BufferUsage::activations);
+  std::vector<float> x(64 * 32), w(16 * 64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) * 0.25f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) * 0.5f;
+  buf->upload(at, x.data(), x.size() * 4);
+  buf->upload(at + 65536, w.data(), w.size() * 4);
+  backend::TensorRef xr{buf.get(), at, TensorDesc(DType::f32, {32, 64})};
+  backend::TensorRef wr{buf.get(), at + 65536, TensorDesc(DType::f32, {16, 64})};
+  backend::TensorRef yr{buf.get(), at + 131072, TensorDesc(DType::f32, {32, 16})};
+  backend::TensorRef zr{buf.get(), at + 196608, TensorDesc(DType::f32, {32, 16})};
+  backend::BoundGraph g;
+  g.nodes.push_back(node(KILN_OP_MATMUL, {xr, wr}, yr));
+  g.nodes.push_back(node(KILN_OP_SILU, {yr}, zr));
+  dev->compute(g);
+  std::vector<float> y(32 * 16);
+  buf->download(at + 131072, y.data(), y.size() * 4);
+  for (int r : {0, 31})
+    for (int m : {0, 15}) {
+      float ref = 0;
+      for (int k = 0; k < 64; ++k) ref += x[static_cast<size_t>(r * 64 + k)] * w[static_cast<size_t>(m * 64 + k)];
+      EXPECT_NEAR(y[static_cast<size_t>(r * 16 + m)], ref, 1e-3f * std::max(1.0f, std::fabs(ref)));
+    }
+}
+
 TEST(Vulkan, BarriersOnlyBetweenDependentOps) {
   REQUIRE_VULKAN(dev);
   Bufs b;

@@ -18,32 +18,39 @@ const Allocation& OpEnv::alloc(const TensorRef& t) const {
   return b->allocation();
 }
 
+// Each tensor is bound from its offset rounded down to 256 bytes (a multiple of every device's
+// storage/texel offset alignment), so a tensor deep inside a large arena or weight file is still
+// within maxStorageBufferRange / maxTexelBufferElements of its binding; kernels get offsets
+// relative to that base (off()).
+uint64_t OpEnv::base(const TensorRef& t) { return t.offset / 256 * 256; }
+
 Arg OpEnv::tex(const TensorRef& t, VkFormat f) const {
   const Allocation& a = alloc(t);
   uint64_t texel = (f == VK_FORMAT_R32G32B32A32_SFLOAT || f == VK_FORMAT_R32G32B32A32_UINT) ? 16
                    : f == VK_FORMAT_R16G16B16A16_SFLOAT                                     ? 8
                                                                                            : 4;
-  uint64_t reach = std::min<uint64_t>(a.size / texel, dev.context().info().max_texel_elements) * texel;
-  if (t.offset + t.desc.bytes() > reach)
-    fail(fmt::format("tensor {} at byte {} lies beyond the device's texel-buffer reach ({} bytes); split it",
-                     t.desc.str(), t.offset, reach));
-  return Arg{&a, f, false, t.offset, t.desc.bytes()};
+  uint64_t b = base(t);
+  uint64_t reach = std::min<uint64_t>((a.size - b) / texel, dev.context().info().max_texel_elements) * texel;
+  if (t.offset - b + t.desc.bytes() > reach)
+    fail(fmt::format("tensor {} ({} bytes) exceeds the device's texel-buffer reach ({} bytes); split it",
+                     t.desc.str(), t.desc.bytes(), reach));
+  return Arg{&a, f, false, t.offset, t.desc.bytes(), b};
 }
 
 Arg OpEnv::ssbo(const TensorRef& t, bool write) const {
   const Allocation& a = alloc(t);
-  uint64_t reach = std::min<uint64_t>(a.size, dev.context().info().max_storage_range);
-  if (t.offset + t.desc.bytes() > reach)
-    fail(fmt::format("tensor {} at byte {} lies beyond maxStorageBufferRange ({} bytes); split it", t.desc.str(),
-                     t.offset, reach));
-  return Arg{&a, VK_FORMAT_UNDEFINED, write, t.offset, t.desc.bytes()};
+  uint64_t b = base(t);
+  uint64_t reach = std::min<uint64_t>(a.size - b, dev.context().info().max_storage_range);
+  if (t.offset - b + t.desc.bytes() > reach)
+    fail(fmt::format("tensor {} ({} bytes) exceeds maxStorageBufferRange ({} bytes); split it", t.desc.str(),
+                     t.desc.bytes(), reach));
+  return Arg{&a, VK_FORMAT_UNDEFINED, write, t.offset, t.desc.bytes(), b};
 }
 
 uint32_t OpEnv::off(const TensorRef& t, uint32_t elem_bytes) const {
-  if (t.offset % elem_bytes) fail(fmt::format("tensor offset {} is not a multiple of {} bytes", t.offset, elem_bytes));
-  uint64_t v = t.offset / elem_bytes;
-  if (v > UINT32_MAX) fail("tensor offset beyond 32-bit element addressing");
-  return static_cast<uint32_t>(v);
+  uint64_t rel = t.offset - base(t);
+  if (rel % elem_bytes) fail(fmt::format("tensor offset {} is not a multiple of {} bytes", t.offset, elem_bytes));
+  return static_cast<uint32_t>(rel / elem_bytes);
 }
 
 const Pipeline& OpEnv::pipeline(const std::string& shader, const std::vector<Bind>& b,

@@ -50,7 +50,7 @@ void record_data(const OpEnv& e) {
       const Pipeline& p = e.pipeline(std::string("get_rows_") + backend::dtype_name(wt),
                                      {Bind::texel, Bind::storage, Bind::storage, Bind::storage}, {});
       VkFormat f = wt == DType::f32 ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_R32_UINT;
-      uint32_t w_off = quant ? u32(static_cast<int64_t>(t.offset)) : e.off(t, wt == DType::f32 ? 4 : 2);
+      uint32_t w_off = e.off(t, quant ? 1 : wt == DType::f32 ? 4 : 2);  // bytes for quantized tables
       Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 4};  // idempotent flag: no hazard
       e.dispatch_items(p, {e.tex(t, f), e.ssbo(ids), e.ssbo(n.dst, true), flags},
                        {u32(N), u32(D), u32(R), w_off,

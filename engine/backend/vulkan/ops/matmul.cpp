@@ -56,7 +56,7 @@ void record_matmul(const OpEnv& e) {
     args.push_back(e.tex(w, VK_FORMAT_R16G16B16A16_SFLOAT));  // float view even when unused (validation)
   }
   const Pipeline& p = e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode});
-  uint32_t w_off = quant ? u32(static_cast<int64_t>(w.offset)) : e.off(w, esize);
+  uint32_t w_off = e.off(w, quant ? 1 : esize);  // bytes for quantized weights
   std::vector<uint32_t> push = {u32(R),
                                 u32(M),
                                 u32(K),

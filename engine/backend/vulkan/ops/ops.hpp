@@ -27,7 +27,9 @@ struct OpEnv {
   /** Texel-view argument over t's allocation (offsets go in push constants). */
   Arg tex(const backend::TensorRef& t, VkFormat f) const;
   Arg ssbo(const backend::TensorRef& t, bool write = false) const;
-  /** t.offset / elem_bytes, checking divisibility and the 32-bit range of push constants. */
+  /** Binding start of t within its allocation (t.offset rounded down to 256). */
+  static uint64_t base(const backend::TensorRef& t);
+  /** (t.offset - base(t)) / elem_bytes: the element offset kernels add, checking divisibility. */
   uint32_t off(const backend::TensorRef& t, uint32_t elem_bytes) const;
   const Pipeline& pipeline(const std::string& shader, const std::vector<Bind>& b, const std::vector<uint32_t>& spec) const;
   void dispatch(const Pipeline& p, const std::vector<Arg>& args, const std::vector<uint32_t>& push, uint32_t gx,
