@@ -144,15 +144,17 @@ Value Value::callable(std::string name, std::function<Value(Evaluator&, CallArgs
 // dict
 
 const Value* Object::find(const Value& key) const {
+  if (key.kind == Kind::String) return find(key.s);
   auto it = index.find(hash_key(key));
   return it == index.end() ? nullptr : &items[it->second].second;
 }
 const Value* Object::find(const std::string& str_key) const {
-  auto it = index.find("s" + str_key);
-  return it == index.end() ? nullptr : &items[it->second].second;
+  auto it = str_index.find(str_key);
+  return it == str_index.end() ? nullptr : &items[it->second].second;
 }
 void Object::set(const Value& key, Value v) {
-  auto [it, inserted] = index.emplace(hash_key(key), items.size());
+  auto [it, inserted] = key.kind == Kind::String ? str_index.emplace(key.s, items.size())
+                                                 : index.emplace(hash_key(key), items.size());
   if (inserted)
     items.emplace_back(key, std::move(v));
   else

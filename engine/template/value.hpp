@@ -35,7 +35,8 @@ struct Array {
 /** Insertion-ordered dict (Python 3.7+ semantics) with a hash index on the key's canonical form. */
 struct Object {
   std::vector<std::pair<Value, Value>> items;
-  std::unordered_map<std::string, size_t> index;
+  std::unordered_map<std::string, size_t> str_index;  ///< str keys (the common case: no key building)
+  std::unordered_map<std::string, size_t> index;      ///< other keys by hash_key()
   int depth = 1;
   bool has_ns = false;
   const Value* find(const Value& key) const;

@@ -22,7 +22,13 @@ using ojson = nlohmann::ordered_json;
 namespace {
 
 constexpr uint32_t kSeed = 20260422;
-constexpr int kCorpusSize = 160;
+constexpr int kDefaultCorpusSize = 160;
+
+// KILN_TEMPLATE_CORPUS=N runs a bigger sweep by hand (CI uses the default).
+int corpus_size() {
+  const char* env = std::getenv("KILN_TEMPLATE_CORPUS");
+  return env && std::atoi(env) > 0 ? std::atoi(env) : kDefaultCorpusSize;
+}
 
 std::string read(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -107,6 +113,7 @@ TEST(TemplateOracle, RealTemplatesMatchJinja2OnTheCorpus) {
   if (auto m = oracle_missing(); !m.empty()) GTEST_SKIP() << m;
   const fs::path dir = fixtures_dir() / "chat-templates";
   if (!fs::exists(dir)) GTEST_SKIP() << "missing fixtures: " << dir << " (set KILN_FIXTURES)";
+  const int kCorpusSize = corpus_size();
   const std::vector<ojson> corpus = kiln::test::make_chat_corpus(kSeed, kCorpusSize);
 
   std::vector<fs::path> files;
