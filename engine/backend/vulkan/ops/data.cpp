@@ -49,7 +49,7 @@ void record_data(const OpEnv& e) {
       if (quant && t.desc.last() % 32) e.fail("quantized rows must be whole 32-blocks");
       const Pipeline& p = e.pipeline(std::string("get_rows_") + backend::dtype_name(wt),
                                      {Bind::texel, Bind::storage, Bind::storage, Bind::storage}, {});
-      VkFormat f = wt == DType::f32 ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_R32_UINT;
+      VkFormat f = wt == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32G32B32A32_UINT;
       uint32_t w_off = e.off(t, quant ? 1 : wt == DType::f32 ? 4 : 2);  // bytes for quantized tables
       Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 4};  // idempotent flag: no hazard
       e.dispatch_items(p, {e.tex(t, f), e.ssbo(ids), e.ssbo(n.dst, true), flags},

@@ -40,12 +40,9 @@ void record_matmul(const OpEnv& e) {
   MatmulPlan plan = e.dev.policy().matmul(wt, R, K, aligned, moe);
 
   uint32_t esize = wt == DType::f32 ? 4 : 2;
-  VkFormat xf = plan.aligned ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT;
-  VkFormat wf;
-  if (wt == DType::f32) wf = plan.aligned ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT;
-  else if (quant) wf = VK_FORMAT_R32_UINT;
-  else if (wt == DType::bf16) wf = plan.aligned ? VK_FORMAT_R32G32B32A32_UINT : VK_FORMAT_R32_UINT;
-  else wf = VK_FORMAT_R32_UINT;  // f16: scalar path; the aligned path reads binding 4 (RGBA16F)
+  // 16-byte texels everywhere (largest reach); the scalar path picks components out of them.
+  VkFormat xf = VK_FORMAT_R32G32B32A32_SFLOAT;
+  VkFormat wf = wt == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32G32B32A32_UINT;
 
   std::string shader = std::string("matmul_") + backend::dtype_name(wt);
   uint32_t moe_mode = moe ? (x.desc.ndim == 2 ? 1u : 2u) : 0u;

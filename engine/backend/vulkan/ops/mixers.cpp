@@ -40,7 +40,7 @@ void record_attention(const OpEnv& e) {
   uint32_t ke = kc.desc.dtype == DType::f32 ? 4 : 2, ve = vc.desc.dtype == DType::f32 ? 4 : 2;
   uint32_t gy = 1, gx = row_groups(e, static_cast<uint64_t>(N * Hq), gy);
   e.dispatch(p,
-             {e.ssbo(q), e.tex(kc, VK_FORMAT_R32_UINT), e.tex(vc, VK_FORMAT_R32_UINT), e.ssbo(bt), e.ssbo(seqs),
+             {e.ssbo(q), e.tex(kc, VK_FORMAT_R32G32B32A32_UINT), e.tex(vc, VK_FORMAT_R32G32B32A32_UINT), e.ssbo(bt), e.ssbo(seqs),
               e.ssbo(n.dst, true)},
              {u32(N), u32(Hq), u32(Dk), u32(Dv), u32(BS), u32(Hkv), u32(S), u32(MB), e.off(q, 4), e.off(kc, ke),
               e.off(vc, ve), e.off(bt, 4), e.off(seqs, 4), e.off(n.dst, 4), fbits(scale), fbits(n.params.cap),

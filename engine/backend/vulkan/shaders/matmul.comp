@@ -18,7 +18,7 @@ layout(constant_id = 2) const uint TN = 4;
 layout(constant_id = 3) const bool ALIGNED = false;
 layout(constant_id = 4) const uint MOE = 0;  // 0: plain; 1: MoE, x row = r / kslots; 2: MoE, x row = r
 
-layout(set = 0, binding = 0) uniform samplerBuffer X;  // R32F, or RGBA32F when ALIGNED
+layout(set = 0, binding = 0) uniform samplerBuffer X;  // RGBA32F
 #define WLOAD_BINDING 1
 #include "wload.glsl"
 layout(std430, set = 0, binding = 2) readonly buffer Ids { int ids[]; };
@@ -39,11 +39,12 @@ layout(push_constant) uniform PC {
   uint ids_off;  // elements
 } pc;
 
+float x1(uint i) { return texelFetch(X, int(i >> 2))[i & 3u]; }
+
 vec4 x4(uint row, uint e) {
   uint i = pc.x_off + row * pc.K + e;
   if (ALIGNED) return texelFetch(X, int(i >> 2));
-  return vec4(texelFetch(X, int(i)).x, texelFetch(X, int(i + 1u)).x, texelFetch(X, int(i + 2u)).x,
-              texelFetch(X, int(i + 3u)).x);
+  return vec4(x1(i), x1(i + 1u), x1(i + 2u), x1(i + 3u));
 }
 
 #if !defined(WT_QUANT)
@@ -132,7 +133,7 @@ void main() {
 #if !defined(WT_QUANT)
       // The K % 8 tail: element j goes to lane j % SG, in order.
       for (uint e = nchunks * 8u + lane; e < pc.K; e += SG)
-        s = fma(w_scalar(pc.w_off + wr[n] * pc.K + e), texelFetch(X, int(pc.x_off + xrow[t] * pc.K + e)).x, s);
+        s = fma(w_scalar(pc.w_off + wr[n] * pc.K + e), x1(pc.x_off + xrow[t] * pc.K + e), s);
 #endif
       float tot = subgroupAdd(s);
       uint r = r0 + t, m = m0 + n;

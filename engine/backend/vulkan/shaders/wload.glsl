@@ -1,8 +1,9 @@
 // Weight-element loaders shared by matmul.comp and get_rows.comp. Exactly one WT_* is defined.
-// f32 weights come through a samplerBuffer (R32F view, or RGBA32F when ALIGNED); every other
-// dtype through a usamplerBuffer (R32UI view, or RGBA32UI when ALIGNED for f16/bf16) whose words
-// are unpacked here, so quantized blocks are dequantized in place (no repacking). Offsets:
-// W_OFF is in elements for f32/f16/bf16 and in bytes for q8_0/q4_0.
+// f32 weights come through a samplerBuffer (RGBA32F view); every other dtype through a
+// usamplerBuffer (RGBA32UI view) whose words are unpacked here, so quantized blocks are
+// dequantized in place (no repacking). 16-byte texels give the largest reach (2 GiB with 2^27
+// texels); single elements / words are picked out of their texel. Offsets: elements for
+// f32/f16/bf16 and bytes for q8_0/q4_0, relative to the view.
 #ifndef KILN_WLOAD_GLSL
 #define KILN_WLOAD_GLSL
 
@@ -20,10 +21,11 @@ float half_bits(uint h) { return unpackHalf2x16(h).x; }
 float bf16_bits(uint h) { return uintBitsToFloat(h << 16); }
 
 #if defined(WT_F32)
-float w_scalar(uint e) { return texelFetch(W, int(e)).x; }
+float w_scalar(uint e) { return texelFetch(W, int(e >> 2))[e & 3u]; }
 #elif defined(WT_F16) || defined(WT_BF16)
 float w_scalar(uint e) {
-  uint word = texelFetch(W, int(e >> 1)).x;
+  uint wi = e >> 1;
+  uint word = texelFetch(W, int(wi >> 2))[wi & 3u];
   uint h = (e & 1u) != 0u ? (word >> 16) : (word & 0xffffu);
 #if defined(WT_F16)
   return half_bits(h);
@@ -34,7 +36,7 @@ float w_scalar(uint e) {
 #endif
 
 #if defined(WT_QUANT)
-uint wword(uint i) { return texelFetch(W, int(i)).x; }
+uint wword(uint i) { return texelFetch(W, int(i >> 2))[i & 3u]; }
 // Reads the 32-bit words of a block's payload starting at byte q (2-byte aligned) into u[]:
 // aligned payloads are direct word reads, others are funnel-shifted from neighbouring words.
 float block_scale(uint b) {
