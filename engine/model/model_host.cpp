@@ -241,7 +241,7 @@ void ModelHost::make_cache(const HostOptions& o) {
 /** Names the plugin may ask for during one step, and where each lives once bound. */
 class ModelHost::StepBindings : public graph::Bindings {
  public:
-  StepBindings(ModelHost& host, const cache::RaggedBatch& b) : host_(host), b_(b) {
+  StepBindings(ModelHost& host, const cache::RaggedBatch& b) : host_(host) {
     const auto N = static_cast<int64_t>(b.n_tokens), S = static_cast<int64_t>(b.n_seqs);
     add("tokens", make_desc(backend::DType::i32, {N}), b.tokens.data());
     add("positions", make_desc(backend::DType::i32, {N}), b.positions.data());
@@ -337,7 +337,6 @@ class ModelHost::StepBindings : public graph::Bindings {
   }
 
   ModelHost& host_;
-  const cache::RaggedBatch& b_;
   std::vector<Input> inputs_;
   backend::Buffer* buffer_ = nullptr;
 };

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -309,5 +310,105 @@ TEST(VulkanVsCpu, LogitsAgreeWithinTolerance) {
       den += double(a[i]) * a[i];
     }
     EXPECT_LT(num / den, 1e-8) << model::dtype_name(t);  // NMSE, as the op harness measures
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The same tiny-qwen3-moe weights in the other layouts the plugin maps: Hugging Face per-expert
+// tensors (stacked by the host) and GGUF (llama.cpp names, experts as [E, ...] tensors). Both must
+// reproduce the transformers logits.
+
+namespace {
+
+struct Split {
+  std::vector<model::WriterTensor> hf_per_expert;
+  model::GgufWriter gguf;
+};
+
+std::vector<float> rows_of(const std::vector<float>& v, int64_t row_len, int64_t begin, int64_t end) {
+  return std::vector<float>(v.begin() + begin * row_len, v.begin() + end * row_len);
+}
+
+Split convert_tiny_moe(const model::Checkpoint& ck) {
+  Split s;
+  auto& g = s.gguf;
+  g.add_string("general.architecture", "qwen3moe");
+  g.add_u32("qwen3moe.block_count", 2);
+  g.add_u32("qwen3moe.embedding_length", 16);
+  g.add_u32("qwen3moe.attention.head_count", 4);
+  g.add_u32("qwen3moe.attention.head_count_kv", 2);
+  g.add_u32("qwen3moe.attention.key_length", 4);
+  g.add_u32("qwen3moe.context_length", 32);
+  g.add_u32("qwen3moe.vocab_size", 64);
+  g.add_u32("qwen3moe.expert_count", 4);
+  g.add_u32("qwen3moe.expert_used_count", 2);
+  g.add_u32("qwen3moe.expert_feed_forward_length", 24);
+  g.add_bool("qwen3moe.expert_weights_norm", false);
+  g.add_f32("qwen3moe.attention.layer_norm_rms_epsilon", 1e-6f);
+  g.add_f32("qwen3moe.rope.freq_base", 10000.0f);
+  const std::vector<std::pair<std::string, std::string>> names = {
+      {"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"},
+      {"lm_head.weight", "output.weight"}, {"input_layernorm.weight", "attn_norm.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"}, {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"}, {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"}, {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"}, {"mlp.gate.weight", "ffn_gate_inp.weight"},
+      {"mlp.experts.down_proj", "ffn_down_exps.weight"}};
+  for (const auto& t : ck.tensors()) {
+    const auto v = model::tensor_to_f32(t);
+    std::string layer, rest = t.name;
+    if (t.name.rfind("model.layers.", 0) == 0) {
+      const size_t dot = t.name.find('.', 13);
+      layer = t.name.substr(13, dot - 13);
+      rest = t.name.substr(dot + 1);
+    }
+    if (rest == "mlp.experts.gate_up_proj") {  // [E, 2I, D]: gate rows, then up rows
+      const int64_t E = t.shape[0], I2 = t.shape[1], D = t.shape[2];
+      std::vector<float> gate, up;
+      for (int64_t e = 0; e < E; ++e) {
+        auto ge = rows_of(v, D, e * I2, e * I2 + I2 / 2), ue = rows_of(v, D, e * I2 + I2 / 2, (e + 1) * I2);
+        gate.insert(gate.end(), ge.begin(), ge.end());
+        up.insert(up.end(), ue.begin(), ue.end());
+        const std::string p = "model.layers." + layer + ".mlp.experts." + std::to_string(e) + ".";
+        s.hf_per_expert.push_back({p + "gate_proj.weight", model::DType::f32, {I2 / 2, D}, model::encode_f32(ge, model::DType::f32)});
+        s.hf_per_expert.push_back({p + "up_proj.weight", model::DType::f32, {I2 / 2, D}, model::encode_f32(ue, model::DType::f32)});
+      }
+      g.add_tensor({"blk." + layer + ".ffn_gate_exps.weight", model::DType::f32, {E, I2 / 2, D}, model::encode_f32(gate, model::DType::f32)});
+      g.add_tensor({"blk." + layer + ".ffn_up_exps.weight", model::DType::f32, {E, I2 / 2, D}, model::encode_f32(up, model::DType::f32)});
+      continue;
+    }
+    if (rest == "mlp.experts.down_proj") {
+      const int64_t E = t.shape[0], D = t.shape[1], I = t.shape[2];
+      for (int64_t e = 0; e < E; ++e)
+        s.hf_per_expert.push_back({"model.layers." + layer + ".mlp.experts." + std::to_string(e) + ".down_proj.weight",
+                                   model::DType::f32, {D, I}, model::encode_f32(rows_of(v, I, e * D, (e + 1) * D), model::DType::f32)});
+    } else {
+      s.hf_per_expert.push_back({t.name, t.dtype, t.shape, std::vector<uint8_t>(
+                                                               reinterpret_cast<const uint8_t*>(t.data),
+                                                               reinterpret_cast<const uint8_t*>(t.data) + t.nbytes)});
+    }
+    for (const auto& [hf, gg] : names)
+      if (rest == hf) g.add_tensor({layer.empty() ? gg : "blk." + layer + "." + gg, model::DType::f32, t.shape, model::encode_f32(v, model::DType::f32)});
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST(TinyQwen3MoeLayouts, PerExpertHfAndGgufReproduceTheGolden) {
+  const std::string dir = fixture("tiny-qwen3-moe");
+  KILN_REQUIRE_FIXTURE(dir + "/weights.safetensors");
+  KILN_REQUIRE_FIXTURE(dir + "/checkpoints.safetensors");
+  Golden golden{model::SafetensorsFile::open(dir + "/checkpoints.safetensors")};
+  std::vector<int64_t> shape;
+  const auto want = golden.get("final_logits", &shape);
+  Split s = convert_tiny_moe(model::Checkpoint::open(dir + "/weights.safetensors"));
+  TempDir tmp;
+  std::filesystem::copy_file(dir + "/config.json", tmp / "config.json");
+  model::write_safetensors(tmp / "model.safetensors", s.hf_per_expert);
+  s.gguf.write(tmp / "tiny-moe.gguf");
+  for (const std::string& path : {tmp.str(), tmp / "tiny-moe.gguf"}) {
+    auto host = model::ModelHost::open(path, llama_registry(), cpu_options());
+    EXPECT_TRUE(all_close(path, forward_all(*host, 1, {1, 5, 7, 2}), want, 1e-6, 1e-5));
   }
 }
