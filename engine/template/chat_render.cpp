@@ -1,5 +1,7 @@
 #include "template/chat_render.hpp"
 
+#include "template/eval.hpp"
+
 #include <fstream>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -32,6 +34,36 @@ std::optional<std::string> token_text(const ojson& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
   return std::nullopt;
+}
+
+// The text continue_final_message continues: the last message's content, or its last text block.
+std::string final_message_text(const ojson& messages) {
+  auto bad = [](const std::string& m) { return TemplateError(TemplateError::Kind::Render, m); };
+  if (messages.empty() || !messages.back().is_object() || !messages.back().contains("content"))
+    throw bad("continue_final_message is set but there is no final message with content");
+  const ojson& c = messages.back()["content"];
+  if (c.is_string()) return c.get<std::string>();
+  if (c.is_array())
+    for (auto it = c.rbegin(); it != c.rend(); ++it)
+      if (it->is_object() && it->contains("text") && (*it)["text"].is_string()) return (*it)["text"].get<std::string>();
+  throw bad("continue_final_message is set but the final message has no text to continue");
+}
+
+// transformers' apply_chat_template(continue_final_message=True): cut the prompt right after the
+// final message's text so that generation continues it (keeping its trailing whitespace if the
+// template kept it).
+std::string cut_after_final_message(const std::string& rendered, const std::string& final_text) {
+  const std::string stripped = tmpl::strip_chars(final_text, nullptr, 3);
+  const size_t loc = rendered.rfind(stripped);
+  if (loc == std::string::npos)
+    throw TemplateError(TemplateError::Kind::Render,
+                        "continue_final_message is set but the final message does not appear in the chat after "
+                        "applying the chat template");
+  const std::string lstripped = tmpl::strip_chars(final_text, nullptr, 1);
+  // (transformers compares the rendered slice with the unstripped text)
+  if (lstripped.size() == final_text.size() && rendered.compare(loc, final_text.size(), final_text) == 0)
+    return rendered.substr(0, loc + final_text.size());
+  return rendered.substr(0, loc + stripped.size());
 }
 
 }  // namespace
@@ -135,15 +167,26 @@ std::string ChatTemplate::render_request(std::string_view request_json, const Te
   ctx["messages"] = std::move(messages);
   ctx["tools"] = has_tools ? req["tools"] : ojson();
   ctx["documents"] = req.contains("documents") ? req["documents"] : ojson();
-  bool agp = true;
+  bool cont = false;
+  if (req.contains("continue_final_message")) {
+    if (!req["continue_final_message"].is_boolean()) throw bad("continue_final_message must be true or false");
+    cont = req["continue_final_message"].get<bool>();
+  }
+  // add_generation_prompt defaults to true, except when continuing the final message.
+  bool agp = !cont;
   if (req.contains("add_generation_prompt")) {
     if (!req["add_generation_prompt"].is_boolean()) throw bad("add_generation_prompt must be true or false");
     agp = req["add_generation_prompt"].get<bool>();
   }
+  if (cont && agp) throw bad("continue_final_message and add_generation_prompt cannot both be true");
   ctx["add_generation_prompt"] = agp;
+  std::string final_text;
+  if (cont) final_text = final_message_text(ctx["messages"]);
   const Template* t = has_tools && tool_use_ ? tool_use_.get() : default_ ? default_.get() : tool_use_.get();
   if (!t) throw bad("the model has no chat template");
-  return t->render_json(ctx.dump(), limits);
+  std::string out = t->render_json(ctx.dump(), limits);
+  if (cont) out = cut_after_final_message(out, final_text);
+  return out;
 }
 
 }  // namespace kiln

@@ -24,7 +24,9 @@ class ChatTemplate {
   static ChatTemplate from_config(std::string_view tokenizer_config_json, std::string_view template_text = {});
 
   /** Renders a request body: messages, tools, chat_template_kwargs, add_generation_prompt
-   *  (default true). Assistant tool-call arguments given as JSON strings are parsed to objects.
+   *  (default true), continue_final_message (prompt cut right after the last message's text, as
+   *  transformers does; add_generation_prompt then defaults to false). Assistant tool-call
+   *  arguments given as JSON strings are parsed to objects.
    *  Throws TemplateError: a bad request or a template failure, both HTTP 400. */
   std::string render_request(std::string_view request_json, const TemplateLimits& limits = {}) const;
 

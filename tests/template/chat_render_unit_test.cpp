@@ -53,6 +53,20 @@ TEST(ChatRender, PicksNamedTemplates) {
   EXPECT_EQ(ct.render_request(R"({"messages": [], "tools": [{"type": "function"}]})"), "T1");
 }
 
+TEST(ChatRender, ContinuesTheFinalMessage) {
+  ChatTemplate ct = ChatTemplate::from_config(
+      config("\"x\""), "{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</{{ m.role }}>\n{% endfor %}"
+                        "{% if add_generation_prompt %}<assistant>{% endif %}");
+  const std::string msgs = R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Sure, here )";
+  EXPECT_EQ(ct.render_request(R"({"continue_final_message": true, "messages": )" + msgs + R"("}]})"),
+            "<user>Hi</user>\n<assistant>Sure, here");
+  // The template trimmed the trailing space, so the prompt ends at the stripped text.
+  EXPECT_EQ(ct.render_request(R"({"continue_final_message": true, "add_generation_prompt": false, "messages": )" + msgs + R"( "}]})"),
+            "<user>Hi</user>\n<assistant>Sure, here");
+  EXPECT_THROW(ct.render_request(R"({"continue_final_message": true, "add_generation_prompt": true, "messages": )" + msgs + R"("}]})"),
+               TemplateError);
+}
+
 TEST(ChatRender, BadRequestsAreTemplateErrors) {
   ChatTemplate ct = ChatTemplate::from_config(config("\"{{ raise_exception('no ' + messages[0].role) }}\""));
   auto kind_of = [&](const std::string& req) {
