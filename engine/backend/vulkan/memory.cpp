@@ -118,7 +118,9 @@ VkDeviceMemory Allocator::allocate_memory(uint64_t bytes, uint32_t type, const v
 
 Allocation Allocator::allocate(uint64_t bytes, MemoryKind kind) {
   std::lock_guard<std::mutex> lock(mu_);
-  uint64_t size = align_up(std::max<uint64_t>(bytes, 16), 16);
+  // +32: quantized-block kernels fetch whole 16-byte texels around a block, up to 2 past the
+  // tensor's last byte; the slack keeps those reads inside the allocation.
+  uint64_t size = align_up(std::max<uint64_t>(bytes, 16), 16) + 32;
   uint64_t max_alloc = ctx_.info().max_alloc_size ? ctx_.info().max_alloc_size : UINT64_MAX;
   if (size > max_alloc)
     throw_error("[vulkan] a single buffer of {} asked on '{}' exceeds the device's largest allocation {}; split the "

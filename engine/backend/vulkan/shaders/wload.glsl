@@ -63,11 +63,33 @@ void block_words(uint q, out uint u[QWORDS]) {
     }
   }
 }
-// One block at byte b: scale d and the 32 integer values as 8 vec4 (element order).
+#if defined(WT_Q8_0)
+const uint NT = 3u;  // a 34-byte block spans words w0..w0+8: at most 3 RGBA32UI texels
+#else
+const uint NT = 2u;  // an 18-byte block spans words w0..w0+4: at most 2 texels
+#endif
+const uint NW = 4u * NT;
+// One block at byte b: scale d and the 32 integer values as 8 vec4 (element order). Fetches the
+// NT texels holding the block and aligns its words with two static select stages (no dynamic
+// indexing, which lavapipe lowers to per-lane memory traffic).
 float load_block(uint b, out vec4 v[8]) {
-  float d = block_scale(b);
+  uint w0 = b >> 2, t0 = w0 >> 2, o = w0 & 3u;
+  uint W_[NW];
+  [[unroll]] for (uint t = 0u; t < NT; ++t) {
+    uvec4 x = texelFetch(W, int(t0 + t));
+    W_[4u * t] = x.x;
+    W_[4u * t + 1u] = x.y;
+    W_[4u * t + 2u] = x.z;
+    W_[4u * t + 3u] = x.w;
+  }
+  uint A_[NW - 2u];
+  [[unroll]] for (uint i = 0u; i < NW - 2u; ++i) A_[i] = (o & 2u) != 0u ? W_[i + 2u] : W_[i];
+  uint B_[NW - 3u];  // B_[i] = word w0 + i
+  [[unroll]] for (uint i = 0u; i < NW - 3u; ++i) B_[i] = (o & 1u) != 0u ? A_[i + 1u] : A_[i];
+  bool hi = (b & 2u) != 0u;  // scale in the high half of word w0, payload word-aligned at w0 + 1
+  float d = half_bits(hi ? (B_[0] >> 16) : (B_[0] & 0xffffu));
   uint u[QWORDS];
-  block_words(b + 2u, u);
+  [[unroll]] for (uint i = 0u; i < QWORDS; ++i) u[i] = hi ? B_[i + 1u] : ((B_[i] >> 16) | (B_[i + 1u] << 16));
 #if defined(WT_Q8_0)
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     ivec4 s = ivec4(int(u[i] << 24), int(u[i] << 16), int(u[i] << 8), int(u[i])) >> 24;
@@ -76,9 +98,9 @@ float load_block(uint b, out vec4 v[8]) {
 #else
   [[unroll]] for (uint i = 0u; i < 4u; ++i) {
     uvec4 lo = (uvec4(u[i]) >> uvec4(0u, 8u, 16u, 24u)) & 0xfu;
-    uvec4 hi = (uvec4(u[i]) >> uvec4(4u, 12u, 20u, 28u)) & 0xfu;
+    uvec4 hi4 = (uvec4(u[i]) >> uvec4(4u, 12u, 20u, 28u)) & 0xfu;
     v[i] = vec4(ivec4(lo) - 8);
-    v[i + 4u] = vec4(ivec4(hi) - 8);
+    v[i + 4u] = vec4(ivec4(hi4) - 8);
   }
 #endif
   return d;
