@@ -48,10 +48,6 @@ void record_matmul(const OpEnv& e) {
   uint32_t moe_mode = moe ? (x.desc.ndim == 2 ? 1u : 2u) : 0u;
   std::vector<Bind> binds = {Bind::texel, Bind::texel, Bind::storage, Bind::storage};
   std::vector<Arg> args = {e.tex(x, xf), e.tex(w, wf), moe ? e.ssbo(n.src[2]) : e.ssbo(x), e.ssbo(n.dst, true)};
-  if (wt == DType::f16) {
-    binds.push_back(Bind::texel);
-    args.push_back(e.tex(w, VK_FORMAT_R16G16B16A16_SFLOAT));  // float view even when unused (validation)
-  }
   const Pipeline& p = e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode});
   uint32_t w_off = e.off(w, quant ? 1 : esize);  // bytes for quantized weights
   std::vector<uint32_t> push = {u32(R),

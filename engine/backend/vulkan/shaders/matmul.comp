@@ -24,7 +24,16 @@ layout(set = 0, binding = 0) uniform samplerBuffer X;  // RGBA32F
 layout(std430, set = 0, binding = 2) readonly buffer Ids { int ids[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer Y { float y[]; };
 #if defined(WT_F16)
-layout(set = 0, binding = 4) uniform samplerBuffer W16;  // the weights again, as RGBA16F (ALIGNED)
+// Two f16 in one word -> f32, exactly: the 15 magnitude bits shifted into an f32 and scaled by
+// 2^112 re-bias normals (subnormal halves may be flushed to 0 where the device flushes f32
+// denormals; weights that small do not matter); exponent 31 is inf/NaN.
+// (unpackHalf2x16 and RGBA16F views were both slower on lavapipe.)
+float f16_one(uint h) {
+  uint m = h & 0x7fffu;
+  float f = m >= 0x7c00u ? uintBitsToFloat(0x7f800000u | ((m & 0x3ffu) << 13)) : uintBitsToFloat(m << 13) * uintBitsToFloat(0x77800000u);
+  return (h & 0x8000u) != 0u ? -f : f;
+}
+vec2 f16x2(uint w) { return vec2(f16_one(w & 0xffffu), f16_one(w >> 16)); }
 #endif
 
 layout(push_constant) uniform PC {
@@ -58,9 +67,11 @@ void w8(uint wr, uint e, out vec4 lo, out vec4 hi) {
     return;
   }
 #elif defined(WT_F16)
-  if (ALIGNED) {  // RGBA16F view: the texel unit converts (unpackHalf2x16 is slow on lavapipe)
-    lo = texelFetch(W16, int(i >> 2));
-    hi = texelFetch(W16, int((i >> 2) + 1u));
+  if (ALIGNED) {  // 8 halves per RGBA32UI texel, widened with integer ops (see f16x2)
+    uvec4 t = texelFetch(W, int(i >> 3));
+    vec2 a = f16x2(t.x), b = f16x2(t.y), c = f16x2(t.z), d = f16x2(t.w);
+    lo = vec4(a, b);
+    hi = vec4(c, d);
     return;
   }
 #else
