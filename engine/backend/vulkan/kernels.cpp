@@ -1,5 +1,8 @@
 #include "backend/vulkan/kernels.hpp"
 
+#include <algorithm>
+#include <cstdlib>
+
 namespace kiln::vk {
 
 KernelPolicy choose_policy(const DeviceInfo& d) {
@@ -7,6 +10,9 @@ KernelPolicy choose_policy(const DeviceInfo& d) {
   p.subgroup = d.subgroup_size;
   p.row_local_size = d.subgroup_size;
   p.texel_weights = true;  // see kernels.hpp: fastest on lavapipe, good on GPUs
+  p.texel_reach = d.max_texel_elements * 16;
+  if (const char* r = std::getenv("KILN_VULKAN_TEXEL_REACH"); r && *r)
+    p.texel_reach = std::min<uint64_t>(p.texel_reach, std::max<uint64_t>(std::strtoull(r, nullptr, 10), 1024));
   return p;
 }
 

@@ -24,6 +24,9 @@ struct KernelPolicy {
   bool texel_weights = true;
   uint32_t subgroup = 8;
   uint32_t row_local_size = 8;  ///< per-row kernels (norms, softmax, attention): one subgroup
+  /** Bytes one texel binding can reach (maxTexelBufferElements x 16-byte texels). Weights beyond
+   *  it are processed in row blocks. KILN_VULKAN_TEXEL_REACH lowers it (tests of the split). */
+  uint64_t texel_reach = 0;
 
   /** R activation rows, K reduction length; operands' 16-byte alignment as computed by the op. */
   MatmulPlan matmul(backend::DType w, int64_t R, int64_t K, bool operands_aligned, bool moe) const;

@@ -172,6 +172,29 @@ TEST(Vulkan, TensorsDeepInsideALargeBufferAreReachable) {
     }
 }
 
+TEST(Vulkan, WeightsBeyondTheTexelReachRunInRowBlocks) {
+  // Real case: a 262144-row bf16 LM head exceeds one texel binding (2 GiB). Lower the reach so
+  // small weights take the same row-block path, and compare with the CPU reference.
+  REQUIRE_VULKAN(dev);
+  setenv("KILN_VULKAN_TEXEL_REACH", "8192", 1);
+  std::unique_ptr<vk::VulkanDevice> small;
+  small = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
+  unsetenv("KILN_VULKAN_TEXEL_REACH");
+  ASSERT_EQ(small->policy().texel_reach, 8192u);
+  Device& cpu = backend::Registry::instance().cpu();
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0}) {
+    OpGraph g(11);
+    uint32_t w = g.weight(t, {203, 64});
+    g.output(g.op(KILN_OP_MATMUL, {g.f32({3, 64}), w}));
+    std::vector<int32_t> ids = {0, 202, 101, 57};
+    g.output(g.op(KILN_OP_GET_ROWS, {w, g.i32({4}, ids)}));
+    auto got = g.run(*small), ref = g.run(cpu);
+    ASSERT_EQ(got.size(), ref.size());
+    EXPECT_LT(nmse(got[0].f, ref[0].f), 5e-7) << backend::dtype_name(t);
+    EXPECT_EQ(nmse(got[1].f, ref[1].f), 0.0) << backend::dtype_name(t);
+  }
+}
+
 TEST(Vulkan, BarriersOnlyBetweenDependentOps) {
   REQUIRE_VULKAN(dev);
   Bufs b;

@@ -30,7 +30,7 @@ Arg OpEnv::tex(const TensorRef& t, VkFormat f) const {
                    : f == VK_FORMAT_R16G16B16A16_SFLOAT                                     ? 8
                                                                                            : 4;
   uint64_t b = base(t);
-  uint64_t reach = std::min<uint64_t>((a.size - b) / texel, dev.context().info().max_texel_elements) * texel;
+  uint64_t reach = std::min<uint64_t>(a.size - b, dev.policy().texel_reach) / texel * texel;
   if (t.offset - b + t.desc.bytes() > reach)
     fail(fmt::format("tensor {} ({} bytes) exceeds the device's texel-buffer reach ({} bytes); split it",
                      t.desc.str(), t.desc.bytes(), reach));

@@ -50,13 +50,25 @@ void record_data(const OpEnv& e) {
       const Pipeline& p = e.pipeline(std::string("get_rows_") + backend::dtype_name(wt),
                                      {Bind::texel, Bind::storage, Bind::storage, Bind::storage}, {});
       VkFormat f = wt == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32G32B32A32_UINT;
-      uint32_t w_off = e.off(t, quant ? 1 : wt == DType::f32 ? 4 : 2);  // bytes for quantized tables
+      const uint64_t row = backend::row_bytes(wt, D);  // D = one table row (all trailing dims)
+      int64_t block = R;
+      const uint64_t reach = e.dev.policy().texel_reach;
+      if ((t.offset % 256) + static_cast<uint64_t>(R) * row + 512 > reach) {
+        block = static_cast<int64_t>((reach - 512) / row);
+        if (block < 1) e.fail(fmt::format("a table row of {} bytes exceeds the texel-buffer reach", row));
+      }
       Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 4};  // idempotent flag: no hazard
-      e.dispatch_items(p, {e.tex(t, f), e.ssbo(ids), e.ssbo(n.dst, true), flags},
-                       {u32(N), u32(D), u32(R), w_off,
-                        u32(static_cast<int64_t>(quant ? backend::row_bytes(wt, D) : 0)), e.off(ids, 4),
-                        e.off(n.dst, 4)},
-                       static_cast<uint64_t>(N * D));
+      for (int64_t r0 = 0; r0 < R; r0 += block) {
+        backend::TensorRef ts = t;
+        const int64_t rb = std::min(block, R - r0);
+        ts.offset = t.offset + static_cast<size_t>(r0) * row;
+        ts.desc = backend::TensorDesc(wt, {rb, D});
+        uint32_t w_off = e.off(ts, quant ? 1 : wt == DType::f32 ? 4 : 2);  // bytes for quantized tables
+        e.dispatch_items(p, {e.tex(ts, f), e.ssbo(ids), e.ssbo(n.dst, true), flags},
+                         {u32(N), u32(D), u32(R), w_off, u32(static_cast<int64_t>(quant ? row : 0)), e.off(ids, 4),
+                          e.off(n.dst, 4), u32(r0), u32(rb)},
+                         static_cast<uint64_t>(N * D));
+      }
       return;
     }
     case KILN_OP_SET_ROWS: {

@@ -34,38 +34,57 @@ void record_matmul(const OpEnv& e) {
   }
 
   const bool quant = backend::is_quantized(wt);
-  // Operand alignment for vec4 / 8-wide texel reads (allocations start 256-byte aligned).
-  bool aligned = x.offset % 16 == 0 && K % 8 == 0;
-  if (!quant) aligned = aligned && w.offset % 16 == 0;
-  MatmulPlan plan = e.dev.policy().matmul(wt, R, K, aligned, moe);
+  const uint64_t wrow = backend::row_bytes(wt, K);
+  // Weights beyond one texel binding's reach (e.g. a 262144-row bf16 LM head) run as row blocks,
+  // each bound from its own offset; a row's arithmetic does not change.
+  int64_t block = M;
+  const uint64_t reach = e.dev.policy().texel_reach;
+  if (!moe && (w.offset % 256) + static_cast<uint64_t>(M) * wrow + 512 > reach) {
+    block = static_cast<int64_t>((reach - 512) / wrow) / 4 * 4;
+    if (block < 4) e.fail(fmt::format("a weight row of {} bytes exceeds the texel-buffer reach", wrow));
+  }
+  for (int64_t m0 = 0; m0 < M; m0 += block) {
+    const int64_t mb = std::min(block, M - m0);
+    backend::TensorRef ws = w;
+    if (!moe) {
+      ws.offset = w.offset + static_cast<size_t>(m0) * wrow;
+      ws.desc = backend::TensorDesc(wt, {mb, K});
+    }
+    backend::TensorRef ys = n.dst;
+    ys.offset = n.dst.offset + static_cast<size_t>(m0) * 4;
+    ys.desc = backend::TensorDesc(DType::f32, {R * M - m0});  // the rows this block writes into
 
-  uint32_t esize = wt == DType::f32 ? 4 : 2;
-  // 16-byte texels everywhere (largest reach); the scalar path picks components out of them.
-  VkFormat xf = VK_FORMAT_R32G32B32A32_SFLOAT;
-  VkFormat wf = wt == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32G32B32A32_UINT;
-
-  std::string shader = std::string("matmul_") + backend::dtype_name(wt);
-  uint32_t moe_mode = moe ? (x.desc.ndim == 2 ? 1u : 2u) : 0u;
-  std::vector<Bind> binds = {Bind::texel, Bind::texel, Bind::storage, Bind::storage};
-  std::vector<Arg> args = {e.tex(x, xf), e.tex(w, wf), moe ? e.ssbo(n.src[2]) : e.ssbo(x), e.ssbo(n.dst, true)};
-  const Pipeline& p = e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode});
-  uint32_t w_off = e.off(w, quant ? 1 : esize);  // bytes for quantized weights
-  std::vector<uint32_t> push = {u32(R),
-                                u32(M),
-                                u32(K),
-                                e.off(x, 4),
-                                w_off,
-                                e.off(n.dst, 4),
-                                u32(static_cast<int64_t>(backend::row_bytes(wt, K))),
-                                u32(kslots),
-                                moe ? e.off(n.src[2], 4) : 0u};
-  uint64_t gx = (static_cast<uint64_t>(M) + plan.tn - 1) / plan.tn;
-  uint64_t tiles = (static_cast<uint64_t>(R) + plan.tm - 1) / plan.tm;
-  const DeviceInfo& d = e.dev.context().info();
-  if (gx > d.max_groups[0]) e.fail(fmt::format("{} output features exceed the grid limit; split w", M));
-  uint64_t gy = std::min<uint64_t>(tiles, d.max_groups[1]);
-  uint64_t gz = (tiles + gy - 1) / gy;
-  e.dispatch(p, args, push, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(gz));
+    // Operand alignment for vec4 / 8-wide texel reads (bindings start 256-byte aligned).
+    bool aligned = x.offset % 16 == 0 && K % 8 == 0;
+    if (!quant) aligned = aligned && ws.offset % 16 == 0;
+    MatmulPlan plan = e.dev.policy().matmul(wt, R, K, aligned, moe);
+    uint32_t esize = wt == DType::f32 ? 4 : 2;
+    // 16-byte texels everywhere (largest reach); the scalar path picks components out of them.
+    VkFormat xf = VK_FORMAT_R32G32B32A32_SFLOAT;
+    VkFormat wf = wt == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32G32B32A32_UINT;
+    std::string shader = std::string("matmul_") + backend::dtype_name(wt);
+    uint32_t moe_mode = moe ? (x.desc.ndim == 2 ? 1u : 2u) : 0u;
+    std::vector<Bind> binds = {Bind::texel, Bind::texel, Bind::storage, Bind::storage};
+    std::vector<Arg> args = {e.tex(x, xf), e.tex(ws, wf), moe ? e.ssbo(n.src[2]) : e.ssbo(x), e.ssbo(ys, true)};
+    const Pipeline& p = e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode});
+    std::vector<uint32_t> push = {u32(R),
+                                  u32(mb),
+                                  u32(K),
+                                  e.off(x, 4),
+                                  e.off(ws, quant ? 1 : esize),  // bytes for quantized weights
+                                  e.off(ys, 4),
+                                  u32(static_cast<int64_t>(wrow)),
+                                  u32(kslots),
+                                  moe ? e.off(n.src[2], 4) : 0u,
+                                  u32(M)};
+    uint64_t gx = (static_cast<uint64_t>(mb) + plan.tn - 1) / plan.tn;
+    uint64_t tiles = (static_cast<uint64_t>(R) + plan.tm - 1) / plan.tm;
+    const DeviceInfo& d = e.dev.context().info();
+    if (gx > d.max_groups[0]) e.fail(fmt::format("{} output features exceed the grid limit; split w", mb));
+    uint64_t gy = std::min<uint64_t>(tiles, d.max_groups[1]);
+    uint64_t gz = (tiles + gy - 1) / gy;
+    e.dispatch(p, args, push, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(gz));
+  }
 }
 
 }  // namespace kiln::vk

@@ -17,6 +17,7 @@ layout(push_constant) uniform PC {
   uint w_row;  // bytes per row (quantized)
   uint ids_off;
   uint o_off;
+  uint r0, rb;  // this dispatch's table rows [r0, r0 + rb) (tables beyond one texel binding's reach)
 } pc;
 
 void main() {
@@ -29,6 +30,8 @@ void main() {
     o[pc.o_off + i] = 0.0;
     return;
   }
+  if (uint(id) < pc.r0 || uint(id) >= pc.r0 + pc.rb) return;  // another block's dispatch
+  id -= int(pc.r0);
 #if defined(WT_QUANT)
   uint b = pc.w_off + uint(id) * pc.w_row + (e / 32u) * BLOCK_BYTES;
   uint j = e % 32u;

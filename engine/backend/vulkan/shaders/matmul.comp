@@ -46,6 +46,7 @@ layout(push_constant) uniform PC {
   uint w_row;    // bytes per weight row (quantized)
   uint kslots;   // MoE: experts per token
   uint ids_off;  // elements
+  uint ldy;      // elements per output row (M, or the full width when w is a row block)
 } pc;
 
 float x1(uint i) { return texelFetch(X, int(i >> 2))[i & 3u]; }
@@ -148,7 +149,7 @@ void main() {
 #endif
       float tot = subgroupAdd(s);
       uint r = r0 + t, m = m0 + n;
-      if (lane == 0u && r < pc.R && m < pc.M) y[pc.y_off + r * pc.M + m] = tot;
+      if (lane == 0u && r < pc.R && m < pc.M) y[pc.y_off + r * pc.ldy + m] = tot;
     }
   }
 }
