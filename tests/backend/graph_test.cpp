@@ -250,6 +250,16 @@ TEST(Registry, MalformedGraphsAreErrorsNotCrashes) {
   } catch (const backend::BackendError& e) {
     EXPECT_NE(std::string(e.what()).find("maps to 7 outside [0, 2)"), std::string::npos) << e.what();
   }
+  // Two sequences claiming the same rows of a conv1d.
+  OpGraph og2;
+  const uint32_t st = og2.cache(DType::f32, {2, 3, 4}, true, "state");
+  og2.output(og2.op(KILN_OP_CONV1D_CAUSAL, {og2.f32({5, 4}), og2.f32({4, 4}), st, og2.i32({2, 4}, {0, 3, 3, 0, 2, 3, 3, 1})}));
+  try {
+    og2.run(cpu);
+    ADD_FAILURE() << "expected an error";
+  } catch (const backend::BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("sequences overlap"), std::string::npos) << e.what();
+  }
 }
 
 // ------------------------------------------------------------------------------------------------

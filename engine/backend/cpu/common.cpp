@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -155,6 +156,14 @@ std::vector<Seq> read_seqs(const Node& node, const TensorRef& seqs, int64_t n_to
     }
     out[s] = q;
   }
+  // Rows of different sequences must not overlap (kernels write them in parallel).
+  std::vector<std::pair<int32_t, int32_t>> ranges;
+  for (const Seq& q : out) ranges.emplace_back(q.q_start, q.q_start + q.q_len);
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second)
+      fail(node, fmt::format("sequences overlap: rows [{}, {}) and [{}, {})", ranges[i - 1].first, ranges[i - 1].second,
+                             ranges[i].first, ranges[i].second));
   return out;
 }
 
