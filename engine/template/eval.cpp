@@ -42,8 +42,10 @@ void Evaluator::check_size(size_t size) {
 }
 
 void Evaluator::write(const std::string& text) {
+  charge(text.size() / 64);
+  if (out_->size() + text.size() > limits_.max_output_bytes)
+    fail_limit("template output larger than " + std::to_string(limits_.max_output_bytes) + " bytes");
   out_->append(text);
-  check_size(out_->size());
 }
 
 std::string Evaluator::capture(const Body& body) {

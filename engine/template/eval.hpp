@@ -35,6 +35,7 @@ class Evaluator {
   /** Refuses strings/lists larger than max_output_bytes. */
   void check_size(size_t size);
   int line() const { return line_; }
+  const TemplateLimits& limits() const { return limits_; }
 
  private:
   enum class Flow { Normal, Break, Continue };

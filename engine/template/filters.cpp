@@ -425,8 +425,9 @@ Value Evaluator::apply_filter(const std::string& name, const Value& v, CallArgs&
       if (!firstp) out += sep;
       firstp = false;
       out += to_str(b[1] && !b[1]->is_none() ? attr_path(*this, it, *b[1]) : it);
-      check_size(out.size());
+      if (out.size() > limits_.max_output_bytes) check_size(out.size());
     }
+    check_size(out.size());
     return Value::string(std::move(out));
   }
   if (n == "map") {

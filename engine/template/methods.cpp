@@ -315,8 +315,8 @@ std::string str_format(Evaluator& ev, const std::string& f, CallArgs& a) {
     } else {
       out += c;
     }
-    ev.check_size(out.size());
   }
+  ev.check_size(out.size());
   return out;
 }
 
@@ -493,8 +493,8 @@ Value get_method(const Value& self, const std::string& name) {
           if (!first) o += s;
           first = false;
           o += it.s;
-          ev.check_size(o.size());
         }
+        ev.check_size(o.size());
         return Value::string(std::move(o));
       });
     if (name == "format") return method([s](Evaluator& ev, CallArgs& a) { return Value::string(str_format(ev, s, a)); });

@@ -40,7 +40,7 @@ class TemplateError : public HostError {
 /** Guards against hostile or broken templates; the defaults are far above what real templates need. */
 struct TemplateLimits {
   size_t max_output_bytes = 64u << 20;   ///< rendered text, and any single string or list built
-  uint64_t max_steps = 20'000'000;       ///< evaluated nodes + loop iterations + bytes/64 built
+  uint64_t max_steps = 100'000'000;      ///< evaluated nodes + loop iterations + bytes/64 built
   int max_call_depth = 200;              ///< nested macro calls / evaluation recursion (x5)
 };
 

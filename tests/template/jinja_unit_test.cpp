@@ -125,6 +125,21 @@ TEST(JinjaLimits, RunawayTemplatesStopWithALimitError) {
   EXPECT_EQ(render_error("{{ x }}", "{\"x\": " + deep_json + "}").kind(), TemplateError::Kind::Limit);
 }
 
+TEST(JinjaLimits, LargeRealisticInputsFitTheDefaultLimits) {
+  // 400 messages of 8 KiB each (~3 MB of prompt) through a template with a quadratic backward scan
+  // (as Gemma 4's does): accounting must stay linear in what is actually built.
+  std::string ctx = "{\"messages\": [";
+  const std::string body(8192, 'x');
+  for (int i = 0; i < 400; ++i) ctx += std::string(i ? "," : "") + "{\"role\": \"" + (i % 2 ? "assistant" : "user") + "\", \"content\": \"" + body + "\"}";
+  ctx += "]}";
+  const std::string t =
+      "{% for m in messages %}{% set ns = namespace(prev=none) %}"
+      "{% for j in range(loop.index0 - 1, -1, -1) %}{% if ns.prev is none %}{% set ns.prev = messages[j].role %}{% endif %}{% endfor %}"
+      "{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}";
+  const std::string out = render(t, ctx);
+  EXPECT_EQ(out.size(), 400u * (8192 + 24) + 200u * (4 + 9));
+}
+
 TEST(JinjaLimits, DefaultLimitsStopDeepRecursionBeforeTheStackDoes) {
   EXPECT_EQ(render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").kind(), TemplateError::Kind::Limit);
   EXPECT_EQ(render_error("{% macro f(n) %}{% for i in [1] %}{% if true %}{{ [f(n + 1)]|join }}{% endif %}{% endfor %}{% endmacro %}{{ f(0) }}").kind(),
