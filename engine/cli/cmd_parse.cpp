@@ -72,7 +72,6 @@ int run(const std::vector<std::string>& argv) {
   Config config = load_config_or_empty(args.value("--config"));
   PluginRegistry registry;
   load_plugins(registry, config);
-  for (const auto& r : registry.refused()) fmt::print(stderr, "kiln parse: refused {}: {}\n", r.file, r.reason);
   const Component* reasoning = nullptr;
   const Component* tools = nullptr;
   if (args.has("--reasoning-parser"))

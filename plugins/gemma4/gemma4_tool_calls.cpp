@@ -135,7 +135,7 @@ class BodyReader {
     } else if (tok == "null" || tok == "None") {
       out += "null";
     } else if (is_json_number(tok)) {
-      out += tok;
+      out += coerce(tok, TypeInfo{kInteger | kNumber, nullptr});  // keeps its spelling unless infinite
     } else {
       append_json_string(out, tok);
     }

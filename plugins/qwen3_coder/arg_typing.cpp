@@ -117,7 +117,10 @@ class PyParser {
     if (tok == "True" || tok == "true") return OrderedJson(true);
     if (tok == "False" || tok == "false") return OrderedJson(false);
     if (tok == "None" || tok == "null") return OrderedJson(nullptr);
-    if (is_json_number(tok)) return OrderedJson::parse(tok);
+    if (is_json_number(tok)) {
+      OrderedJson n = OrderedJson::parse(tok, nullptr, false);  // 1e999 overflows: not a value
+      if (!n.is_discarded()) return n;
+    }
     return std::nullopt;
   }
   std::optional<OrderedJson> dict(int depth) {
@@ -242,26 +245,29 @@ bool is_json_integer(std::string_view s) {
 }
 
 /** Integer text: the model's own spelling when valid JSON, else a parsed integral value. */
-std::optional<std::string> as_integer(std::string_view t) {
-  if (is_json_integer(t)) return std::string(t);
-  std::string tmp(t);
-  if (tmp.empty() || tmp.find_first_not_of("+-0123456789.eE") != std::string::npos) return std::nullopt;
-  char* end = nullptr;
-  double d = std::strtod(tmp.c_str(), &end);
-  if (end != tmp.c_str() + tmp.size() || !std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e15)
-    return std::nullopt;
-  return std::to_string(static_cast<long long>(d));
-}
-
-std::optional<std::string> as_number(std::string_view t) {
-  if (is_json_number(t)) return std::string(t);
+/** strtod of the whole text, when it is a finite number. */
+std::optional<double> finite_number(std::string_view t) {
   std::string tmp(t);
   if (tmp.empty() || tmp.find_first_not_of("+-0123456789.eE") != std::string::npos) return std::nullopt;
   char* end = nullptr;
   double d = std::strtod(tmp.c_str(), &end);
   if (end != tmp.c_str() + tmp.size() || !std::isfinite(d)) return std::nullopt;
+  return d;
+}
+
+std::optional<std::string> as_integer(std::string_view t) {
+  if (is_json_integer(t) && t.size() <= 18) return std::string(t);  // longer ones may not fit a client's int64
+  auto d = finite_number(t);
+  if (!d || *d != std::floor(*d) || std::fabs(*d) > 9.0e15) return std::nullopt;
+  return std::to_string(static_cast<long long>(*d));
+}
+
+std::optional<std::string> as_number(std::string_view t) {
+  auto d = finite_number(t);
+  if (!d) return std::nullopt;  // also refuses 1e999: valid JSON grammar, but infinite for clients
+  if (is_json_number(t)) return std::string(t);
   char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof(buf), d);
+  auto r = std::to_chars(buf, buf + sizeof(buf), *d);
   return std::string(buf, r.ptr);
 }
 

@@ -10,8 +10,12 @@ function(kiln_add_plugin name)
   set_target_properties(${name} PROPERTIES PREFIX "" CXX_VISIBILITY_PRESET hidden
                                            VISIBILITY_INLINES_HIDDEN ON)
   target_link_libraries(${name} PRIVATE Kiln::sdk ${KP_LIBRARIES})
-  # Undefined symbols are link errors, not dlopen-time surprises.
-  target_link_options(${name} PRIVATE -Wl,--no-undefined)
+  # Undefined symbols are link errors, not dlopen-time surprises. Not in kiln's sanitizer builds:
+  # clang puts the ASan/UBSan runtime into the executable, so a module's __asan_* references can only
+  # be resolved when it is loaded.
+  if(NOT KILN_SANITIZE)
+    target_link_options(${name} PRIVATE -Wl,--no-undefined)
+  endif()
   if(TARGET kiln_warnings)
     target_link_libraries(${name} PRIVATE kiln_warnings)
   endif()

@@ -48,6 +48,8 @@ ToolSuite gemma4_suite() {
   c.push_back({"unknown_function_infers_literals",
                "<|tool_call>call:other{n:5,f:1.5,b:false,z:null,s:" + q + "5" + q + "}<tool_call|>", "",
                {{"other", R"({"n": 5, "f": 1.5, "b": false, "z": null, "s": "5"})"}}});
+  c.push_back({"infinite_numbers_stay_text", "<|tool_call>call:other{a:1e999,b:[1e999]}<tool_call|>", "",
+               {{"other", R"({"a": "1e999", "b": ["1e999"]})"}}});
   c.push_back({"cjk", "<|tool_call>call:get_weather{city:" + q + "東京" + q + "}<tool_call|>", "",
                {{"get_weather", R"({"city": "東京"})"}}});
   // Malformed: degrade to content with the raw text.

@@ -47,6 +47,8 @@ ToolSuite qwen3_coder_suite() {
                 {"set_temp", R"({"value": 0.5})"},
                 {"get_weather", R"({"days": 3})"},
                 {"get_weather", R"({"days": "three"})"}}});
+  c.push_back({"infinite_number_stays_text", call("set_temp", param("value", "1e999")) + call("other", param("v", "1e999")), "",
+               {{"set_temp", R"({"value": "1e999"})"}, {"other", R"({"v": "1e999"})"}}});
   c.push_back({"python_dict_and_json_list",
                call("write_file", param("options", "{'a': 1, 'b': True, 'c': None, 'd': 'x'}") +
                                       param("tags", "[\"x\", \"y\"]")),

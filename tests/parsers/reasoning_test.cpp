@@ -111,6 +111,29 @@ TEST_P(ReasoningConformance, SplitsNeverChangeTheResultAndNothingIsRetracted) {
   }
 }
 
+TEST_P(ReasoningConformance, RandomInputNeverThrowsAndStaysSplitInvariant) {
+  const std::vector<std::string> atoms = {"<think>", "</think>", "<tool_call>", "<|channel>", "<channel|>", "thought",
+                                          "<|tool_call>", "\n", " ", "a", "<", "|", ">", "\xc3\xa9"};
+  std::mt19937 rng(99);
+  for (int i = 0; i < 300; ++i) {
+    std::string input;
+    for (size_t k = 0, n = 1 + rng() % 20; k < n; ++k) input += atoms[rng() % atoms.size()];
+    SCOPED_TRACE(input);
+    ParserRequest req;
+    req.thinking = static_cast<int>(rng() % 3) - 1;
+    std::vector<ParseEvent> once;
+    ASSERT_NO_THROW(once = coalesce(run_once(*parser_, req, input)));
+    parse::AssistantMessage m = to_message(once);
+    EXPECT_LE(m.content.size() + m.reasoning_content.size(), input.size());  // tags and trims only remove
+    for (int trial = 0; trial < 4; ++trial) {
+      std::vector<size_t> cuts;
+      for (size_t k = 0; k < 1 + rng() % 6; ++k) cuts.push_back(rng() % (input.size() + 1));
+      std::sort(cuts.begin(), cuts.end());
+      ASSERT_EQ(coalesce(run_pieces(*parser_, req, split_at(input, cuts))), once);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllReasoningParsers, ReasoningConformance, ::testing::Values("qwen3", "gemma4"),
                          [](const auto& info) { return info.param; });
 
