@@ -48,6 +48,9 @@ Allocator::Allocator(Context& ctx) : ctx_(ctx) {
   const auto& mp = ctx.memory_properties();
   uint32_t t = find_type(~0u, MemoryKind::device);
   device_mapped_ = mp.memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
+  // KILN_VULKAN_STAGING=1: behave as on a discrete GPU (device memory not mapped, uploads and
+  // downloads through staging copies) so UMA/lavapipe machines test that path too.
+  if (const char* st = std::getenv("KILN_VULKAN_STAGING"); st && *st && *st != '0') no_map_device_ = true;
 }
 
 Allocator::~Allocator() {
@@ -145,7 +148,8 @@ Allocation Allocator::allocate(uint64_t bytes, MemoryKind kind) {
       throw;
     }
     check(vkBindBufferMemory(ctx_.device(), a.buffer, a.dedicated, 0), "vkBindBufferMemory");
-    if (ctx_.memory_properties().memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
+    if ((ctx_.memory_properties().memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
+        !(no_map_device_ && kind == MemoryKind::device)) {
       void* p = nullptr;
       check(vkMapMemory(ctx_.device(), a.dedicated, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
       a.mapped = static_cast<uint8_t*>(p);
@@ -172,7 +176,8 @@ Allocation Allocator::allocate(uint64_t bytes, MemoryKind kind) {
         throw;
       }
       check(vkBindBufferMemory(ctx_.device(), b.buffer, b.memory, 0), "vkBindBufferMemory");
-      if (ctx_.memory_properties().memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
+      if ((ctx_.memory_properties().memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
+          !(no_map_device_ && kind == MemoryKind::device)) {
         void* p = nullptr;
         check(vkMapMemory(ctx_.device(), b.memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
         b.mapped = static_cast<uint8_t*>(p);

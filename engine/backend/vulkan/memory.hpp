@@ -62,7 +62,7 @@ class Allocator {
   MemoryStats stats() const;
   /** Lowers the accounting limit (tests, KILN_VULKAN_MEMORY_LIMIT); 0 restores the heap size. */
   void set_limit(uint64_t bytes);
-  bool device_is_host_visible() const { return device_mapped_; }
+  bool device_is_host_visible() const { return device_mapped_ && !no_map_device_; }
 
  private:
   struct Block {
@@ -84,7 +84,7 @@ class Allocator {
   std::vector<Block> blocks_;
   uint64_t block_size_ = 0, dedicated_threshold_ = 0;
   uint64_t used_ = 0, reserved_ = 0, imported_ = 0, limit_ = 0, heap_ = 0;
-  bool device_mapped_ = false;
+  bool device_mapped_ = false, no_map_device_ = false;
   struct View {
     uint64_t base;
     VkFormat format;

@@ -195,6 +195,29 @@ TEST(Vulkan, WeightsBeyondTheTexelReachRunInRowBlocks) {
   }
 }
 
+TEST(Vulkan, StagingUploadsAndDownloadsWork) {
+  // The discrete-GPU path (device memory not mappable) forced on this device.
+  REQUIRE_VULKAN(dev);
+  setenv("KILN_VULKAN_STAGING", "1", 1);
+  std::unique_ptr<vk::VulkanDevice> sdev;
+  sdev = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
+  unsetenv("KILN_VULKAN_STAGING");
+  ASSERT_FALSE(sdev->allocator().device_is_host_visible());
+  Device& cpu = backend::Registry::instance().cpu();
+  OpGraph g(5);
+  uint32_t y = g.op(KILN_OP_MATMUL, {g.f32({3, 40}), g.weight(DType::f16, {9, 40})});
+  g.output(g.op(KILN_OP_SILU, {y}));
+  auto got = g.run(*sdev), ref = g.run(cpu);
+  EXPECT_LT(nmse(got[0].f, ref[0].f), 1e-7);
+  auto buf = sdev->allocate(1000, backend::BufferUsage::activations);
+  EXPECT_EQ(buf->host_ptr(), nullptr);
+  std::vector<uint8_t> in(1000), out(1000);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 7);
+  buf->upload(0, in.data(), in.size());
+  buf->download(0, out.data(), out.size());
+  EXPECT_EQ(in, out);
+}
+
 TEST(Vulkan, BarriersOnlyBetweenDependentOps) {
   REQUIRE_VULKAN(dev);
   Bufs b;
