@@ -357,7 +357,11 @@ TEST_P(BackendOps, EveryDeviceMatchesTheCpuReference) {
         EXPECT_EQ(got[i].i, ref[i].i) << got[i].what;
         const double e = nmse(got[i].f, ref[i].f);
         if (verbose()) std::printf("%-12s %-56s %-10s %-14s NMSE %.3g\n", GetParam().name, c.name.c_str(), d->info().id.c_str(), got[i].what.c_str(), e);
-        EXPECT_LE(e, c.threshold) << got[i].what << ": NMSE " << e << " over " << c.threshold;
+        size_t bad = 0, first_bad = 0;
+        for (size_t j = got[i].f.size(); j-- > 0;)
+          if (!std::isfinite(got[i].f[j])) ++bad, first_bad = j;
+        EXPECT_LE(e, c.threshold) << got[i].what << ": NMSE " << e << " over " << c.threshold << "; " << bad
+                                  << " non-finite elements" << (bad ? ", the first at flat index " + std::to_string(first_bad) : "");
       }
     }
   }
