@@ -686,9 +686,9 @@ Value Evaluator::binary(const std::string& op, const Value& a, const Value& b) {
     if (a.kind == Kind::String) fail("can only concatenate str (not \"" + type_name(b) + "\") to str");
     if (a.kind == Kind::List && b.kind == Kind::List &&
         (a.arr->tag == ListTag::Tuple) == (b.arr->tag == ListTag::Tuple) && a.arr->tag != ListTag::Keys) {
+      check_size((a.arr->items.size() + b.arr->items.size()) * sizeof(Value));  // before building it
       std::vector<Value> items = a.arr->items;
       items.insert(items.end(), b.arr->items.begin(), b.arr->items.end());
-      check_size(items.size() * 16);
       return Value::list(std::move(items), a.arr->tag);
     }
     if (a.kind == Kind::List)
@@ -700,7 +700,7 @@ Value Evaluator::binary(const std::string& op, const Value& a, const Value& b) {
     const Value* n = seq == &a ? &b : &a;
     if ((seq->kind == Kind::String || seq->kind == Kind::List) && integral(*n)) {
       const int64_t count = std::max<int64_t>(0, ival(*n));
-      const size_t unit = seq->kind == Kind::String ? seq->s.size() : seq->arr->items.size() * 16;
+      const size_t unit = seq->kind == Kind::String ? seq->s.size() : seq->arr->items.size() * sizeof(Value);
       if (count > 0 && unit > 0 && static_cast<uint64_t>(count) > limits_.max_output_bytes / unit)
         fail_limit("repetition larger than " + std::to_string(limits_.max_output_bytes) + " bytes");
       check_size(unit * static_cast<size_t>(count));

@@ -83,6 +83,8 @@ std::string str_upper(const std::string& s);
 std::string str_lower(const std::string& s);
 std::string str_title(const std::string& s);
 std::string str_capitalize(const std::string& s);
-std::string str_replace(const std::string& s, const std::string& old, const std::string& rep, int64_t count);
+/** Python str.replace; fails with a Limit error instead of building more than max_bytes. */
+std::string str_replace(const std::string& s, const std::string& old, const std::string& rep, int64_t count,
+                        size_t max_bytes);
 
 }  // namespace kiln::tmpl

@@ -250,14 +250,17 @@ Value Evaluator::apply_filter(const std::string& name, const Value& v, CallArgs&
   if (n == "replace") {
     auto b = bind(n, args, {"old", "new", "count"});
     if (!b[0] || !b[1]) fail("replace() needs old and new strings");
-    const std::string s = str_replace(to_str(v), to_str(*b[0]), to_str(*b[1]), opt_int(b[2], -1, "count"));
+    const std::string s = str_replace(to_str(v), to_str(*b[0]), to_str(*b[1]), opt_int(b[2], -1, "count"), limits_.max_output_bytes);
     check_size(s.size());
     return Value::string(s);
   }
   if (n == "indent") {
     auto b = bind(n, args, {"width", "first", "blank"});
     std::string ind = b[0] && b[0]->kind == Kind::String ? b[0]->s : std::string(static_cast<size_t>(std::clamp<int64_t>(opt_int(b[0], 4, "width"), 0, 1024)), ' ');
-    std::string s = do_indent(to_str(v), ind, opt_true(b[1]), opt_true(b[2]));
+    const std::string text = to_str(v);
+    const size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+    check_size(text.size() + lines * ind.size());  // before building it
+    std::string s = do_indent(text, ind, opt_true(b[1]), opt_true(b[2]));
     check_size(s.size());
     return Value::string(std::move(s));
   }

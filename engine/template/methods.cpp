@@ -48,8 +48,21 @@ std::string str_capitalize(const std::string& s) {
   return o;
 }
 
-std::string str_replace(const std::string& s, const std::string& old, const std::string& rep, int64_t count) {
+std::string str_replace(const std::string& s, const std::string& old, const std::string& rep, int64_t count,
+                        size_t max_bytes) {
   if (count < 0) count = INT64_MAX;
+  if (rep.size() > old.size()) {
+    // Size the result before building it: "a"*1e6 replaced by a long string must not allocate gigabytes.
+    uint64_t n = 0;
+    if (old.empty()) {
+      n = utf8::length(s) + 1;
+    } else {
+      for (size_t p = s.find(old); p != std::string::npos && n < static_cast<uint64_t>(count); p = s.find(old, p + old.size())) ++n;
+    }
+    n = std::min<uint64_t>(n, static_cast<uint64_t>(count));
+    if (s.size() + n * (rep.size() - old.size()) > max_bytes)
+      fail_limit("str.replace result larger than " + std::to_string(max_bytes) + " bytes");
+  }
   std::string o;
   if (old.empty()) {
     // Python inserts `rep` before every character and at the end.
@@ -431,7 +444,7 @@ Value get_method(const Value& self, const std::string& name) {
       return method([s, name](Evaluator& ev, CallArgs& a) {
         Bound b = bind_method(name, a, {"sep", "maxsplit"});
         Value r = str_list(split(s, b[0], opt_i(b[1], -1), name == "rsplit"));
-        ev.check_size(r.arr->items.size() * 16);
+        ev.check_size(r.arr->items.size() * sizeof(Value));
         return r;
       });
     if (name == "splitlines")
@@ -448,7 +461,8 @@ Value get_method(const Value& self, const std::string& name) {
     if (name == "replace")
       return method([s](Evaluator& ev, CallArgs& a) {
         Bound b = bind_method("replace", a, {"old", "new", "count"});
-        std::string r = str_replace(s, need_str(b[0], "replace"), need_str(b[1], "replace"), opt_i(b[2], -1));
+        std::string r = str_replace(s, need_str(b[0], "replace"), need_str(b[1], "replace"), opt_i(b[2], -1),
+                                    ev.limits().max_output_bytes);
         ev.check_size(r.size());
         return Value::string(std::move(r));
       });
@@ -493,6 +507,7 @@ Value get_method(const Value& self, const std::string& name) {
           if (!first) o += s;
           first = false;
           o += it.s;
+          if (o.size() > ev.limits().max_output_bytes) ev.check_size(o.size());
         }
         ev.check_size(o.size());
         return Value::string(std::move(o));

@@ -117,6 +117,12 @@ TEST(JinjaLimits, RunawayTemplatesStopWithALimitError) {
             TemplateError::Kind::Limit);
   EXPECT_EQ(render_error("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}", "{}", small).kind(),
             TemplateError::Kind::Limit);
+  EXPECT_EQ(render_error("{{ ('a' * 1000).replace('a', 'b' * 100000) }}", "{}", small).kind(), TemplateError::Kind::Limit);
+  EXPECT_EQ(render_error("{{ ('a' * 1000)|replace('a', 'b' * 100000) }}", "{}", small).kind(), TemplateError::Kind::Limit);
+  EXPECT_EQ(render_error("{{ ('\\n' * 1000)|indent(1000) }}", "{}", small).kind(), TemplateError::Kind::Limit);
+  EXPECT_EQ(render_error("{{ ('x' * 1000).join(['a'] * 1000) }}", "{}", small).kind(), TemplateError::Kind::Limit);
+  EXPECT_EQ(render_error("{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}", "{}", small).kind(),
+            TemplateError::Kind::Limit);
   EXPECT_EQ(render_error("{{ " + std::string(500, '(') + "1" + std::string(500, ')') + " }}").kind(), TemplateError::Kind::Syntax);
   EXPECT_EQ(render_error("{{ 9223372036854775807 + 1 }}").kind(), TemplateError::Kind::Limit);
   std::string deep_json;
