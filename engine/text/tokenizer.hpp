@@ -37,13 +37,16 @@ struct AddedTokenSpec {
  *    the text when `add_space_prefix`); characters missing from the vocabulary fall back to the
  *    <0xXX> byte tokens (which must exist) or to `unk`. Decoder: ▁→space, byte fallback, and the
  *    leading space strip when `add_space_prefix`.
- * Merges are in rank order (first = applied first), each a pair of token strings.
+ * Merges are in rank order (first = applied first), each a pair of token strings. A SentencePiece
+ * vocabulary without merges (llama-style GGUF: tokens + scores) gets them derived from `scores` the way
+ * Hugging Face's converter does (every split of a token into two tokens, ranked by the token's score).
  * Tokens whose type is "control"/"user defined" in GGUF go in `added` (special = control).
  */
 struct VocabSpec {
   enum class Type { kByteLevelBpe, kSentencePieceBpe } type = Type::kByteLevelBpe;
   std::vector<std::string> tokens;  ///< index = id
   std::vector<std::pair<std::string, std::string>> merges;
+  std::vector<float> scores;        ///< per token; used only when `merges` is empty
   std::vector<AddedTokenSpec> added;
   std::string split_regex;          ///< kByteLevelBpe only; empty = GPT-2's pattern
   bool add_space_prefix = false;    ///< kSentencePieceBpe only

@@ -2,7 +2,9 @@
 // with an error naming the component, never silently approximated.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <unordered_map>
 #include <fstream>
 #include <sstream>
 
@@ -514,6 +516,30 @@ Tokenizer Tokenizer::from_vocab(const VocabSpec& spec) {
     if (!spec.tokens[i].empty()) vocab[spec.tokens[i]] = static_cast<TokenId>(i);
   json merges = json::array();
   for (const auto& [a, b] : spec.merges) merges.push_back(json::array({a, b}));
+  if (spec.merges.empty() && !spec.scores.empty()) {
+    // Hugging Face's SentencePieceExtractor: for each token, every split into two vocabulary tokens
+    // (ordered by their ids), all ranked by the token's score, highest first (stable).
+    if (spec.scores.size() != spec.tokens.size())
+      throw_error("[tokenizer] VocabSpec has {} scores for {} tokens", spec.scores.size(), spec.tokens.size());
+    std::unordered_map<std::string_view, TokenId> ids;
+    for (std::size_t i = 0; i < spec.tokens.size(); ++i) ids.emplace(spec.tokens[i], static_cast<TokenId>(i));
+    struct M { std::string_view a, b; float score; TokenId ia, ib; };
+    std::vector<M> all;
+    for (std::size_t t = 0; t < spec.tokens.size(); ++t) {
+      std::string_view tok = spec.tokens[t];
+      if (!utf8::is_valid(tok)) continue;
+      std::vector<M> local;
+      for (std::size_t cut = utf8::seq_len(static_cast<unsigned char>(tok.empty() ? 0 : tok[0])); cut < tok.size();
+           cut += utf8::seq_len(static_cast<unsigned char>(tok[cut]))) {
+        auto l = ids.find(tok.substr(0, cut)), r = ids.find(tok.substr(cut));
+        if (l != ids.end() && r != ids.end()) local.push_back({l->first, r->first, spec.scores[t], l->second, r->second});
+      }
+      std::sort(local.begin(), local.end(), [](const M& x, const M& y) { return x.ia != y.ia ? x.ia < y.ia : x.ib < y.ib; });
+      all.insert(all.end(), local.begin(), local.end());
+    }
+    std::stable_sort(all.begin(), all.end(), [](const M& x, const M& y) { return x.score > y.score; });
+    for (const M& m : all) merges.push_back(json::array({std::string(m.a), std::string(m.b)}));
+  }
   json model = {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", std::move(merges)}};
   auto token_name = [&](std::optional<TokenId> id) -> std::string {
     if (!id || *id < 0 || static_cast<std::size_t>(*id) >= spec.tokens.size())

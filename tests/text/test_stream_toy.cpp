@@ -94,6 +94,29 @@ TEST(StreamToy, SentencePieceFromVocab) {
   check_tokenizer(t, 14);
 }
 
+TEST(StreamToy, SentencePieceMergesFromScores) {
+  // A llama-style GGUF vocabulary: no merges, scores rank the tokens (higher merges first).
+  VocabSpec v;
+  v.type = VocabSpec::Type::kSentencePieceBpe;
+  v.add_space_prefix = true;
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    v.tokens.push_back(buf);
+    v.scores.push_back(0);
+  }
+  const std::vector<std::pair<std::string, float>> pieces = {
+      {"\xE2\x96\x81", -1}, {"a", -2}, {"b", -3}, {"c", -4}, {"ab", -5}, {"bc", -1.5f}, {"\xE2\x96\x81" "a", -6}, {"abc", -7}};
+  for (const auto& [p, sc] : pieces) {
+    v.tokens.push_back(p);
+    v.scores.push_back(sc);
+  }
+  Tokenizer t = Tokenizer::from_vocab(v);
+  // "bc" outranks "ab", so "abc" is a + bc (no merge makes "abc" from those).
+  EXPECT_EQ(t.encode("abc"), (std::vector<TokenId>{*t.token_to_id("\xE2\x96\x81" "a"), *t.token_to_id("bc")}));
+  EXPECT_EQ(t.decode(t.encode("abc cab")), "abc cab");
+}
+
 TEST(StreamToy, HoldsIncompleteUtf8AndStopPrefixes) {
   Tokenizer t = Tokenizer::from_vocab(testing::toy_byte_level_spec());
   // "中" = E4 B8 AD, one byte-level token per byte.
