@@ -79,7 +79,10 @@ struct Gen {
     const int turns = 1 + pick(3);
     int call_id = 0;
     for (int t = 0; t < turns; ++t) {
-      msgs.push_back({{"role", "user"}, {"content", text()}});
+      if (coin(10))  // content parts, as multimodal clients send them
+        msgs.push_back({{"role", "user"}, {"content", {{{"type", "text"}, {"text", text()}}, {{"type", "image"}}}}});
+      else
+        msgs.push_back({{"role", "user"}, {"content", text()}});
       const bool last = t + 1 == turns;
       if (last && coin(70)) break;  // most requests end with the user's turn
       ojson a = {{"role", "assistant"}};
@@ -98,7 +101,7 @@ struct Gen {
                       {"arguments", coin() ? ojson(args.dump()) : args}};
           calls.push_back({{"id", "call_" + std::to_string(call_id++)}, {"type", "function"}, {"function", fn}});
         }
-        if (coin(30)) a["content"] = "";
+        if (coin(30)) a["content"] = coin() ? ojson("") : ojson();  // OpenAI clients send "" or null
         a["tool_calls"] = calls;
         msgs.push_back(a);
         for (const auto& c : calls) {

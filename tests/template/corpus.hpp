@@ -1,6 +1,6 @@
 // Seeded generator of OpenAI chat-completions requests covering what chat templates branch on:
 // system prompt or not, multi-turn, tools declared, assistant tool calls (arguments as objects and
-// as JSON strings), consecutive tool results, reasoning content (field and inline <think>),
+// as JSON strings; content "" or null), consecutive tool results, content-part lists, reasoning content (field and inline <think>),
 // enable_thinking via chat_template_kwargs, add_generation_prompt, unusual characters.
 #pragma once
 
