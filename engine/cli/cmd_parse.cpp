@@ -44,7 +44,7 @@ bool parse_size(const std::string& s, size_t* out) {
 int run(const std::vector<std::string>& argv) {
   Args args(argv,
             {"--config", "--reasoning-parser", "--tool-parser", "--tools", "--stream-split", "--thinking",
-             "--prompt-tail", "--seed"},
+             "--prompt-tail", "--seed", "--load"},
             {"--deltas"});
   if (!args.ok()) return usage_error("parse", args.error());
   if (!args.positionals().empty()) return usage_error("parse", "unexpected argument '" + args.positionals()[0] + "'");
@@ -72,6 +72,8 @@ int run(const std::vector<std::string>& argv) {
   Config config = load_config_or_empty(args.value("--config"));
   PluginRegistry registry;
   load_plugins(registry, config);
+  if (args.has("--load") && !registry.load_file(args.value("--load")))
+    return failure("parse", "cannot load plugin '" + args.value("--load") + "': " + registry.refused().back().reason);
   const Component* reasoning = nullptr;
   const Component* tools = nullptr;
   if (args.has("--reasoning-parser"))
@@ -124,7 +126,8 @@ const bool registered = register_command({
     "parse",
     "parse raw model output (stdin) into an OpenAI assistant message",
     "usage: kiln parse [--reasoning-parser NAME] [--tool-parser NAME] [--tools FILE] [--stream-split N]\n"
-    "                  [--thinking on|off|default] [--prompt-tail TEXT] [--deltas] [--seed N] [--config FILE]\n\n"
+    "                  [--thinking on|off|default] [--prompt-tail TEXT] [--deltas] [--seed N] [--config FILE]\n"
+    "                  [--load PLUGIN.so]\n\n"
     "Reads raw model output on stdin, runs the reasoning parser and then the tool-call parser on it, and\n"
     "prints the assistant message as OpenAI JSON: content, reasoning_content, tool_calls (ids are\n"
     "call_<24 hex> from --seed, default 0, so output is reproducible). Parsers come from the registry:\n"
@@ -139,7 +142,8 @@ const bool registered = register_command({
     "  --deltas                 with --stream-split: also print each OpenAI delta, one JSON per line\n"
     "  --thinking MODE          how the prompt was rendered: on, off, default (the template's default)\n"
     "  --prompt-tail TEXT       the end of the rendered prompt (e.g. an opened <think>)\n"
-    "  --config FILE            a kiln YAML config (for plugins.paths)\n",
+    "  --config FILE            a kiln YAML config (for plugins.paths)\n"
+    "  --load FILE              also load this one plugin file (e.g. an out-of-tree parser)\n",
     &run,
 });
 

@@ -80,8 +80,8 @@ void ReasoningParser::run(bool eof, kiln::EventSink& out) {
     if (channel_start_) {
       size_t n = 0;
       while (n < s.size() && is_space(s[n])) ++n;
-      if (n == s.size() && !eof) break;
-      pos += n;
+      pos += n;  // dropped either way, so consumed as it arrives
+      if (n == s.size()) break;
       channel_start_ = false;
       continue;
     }

@@ -237,12 +237,12 @@ bool ToolParser::step_text(bool eof, kiln::EventSink& out) {
   std::string_view s = rest();
   if (after_call_) {
     size_t n = 0;
-    while (n < s.size() && is_space(s[n])) ++n;
-    if (n == s.size()) {
+    while (n < s.size() && n <= kMaxHeldSpace && is_space(s[n])) ++n;
+    if (n == s.size() && n <= kMaxHeldSpace) {
       if (eof) pos_ += n;
       return false;
     }
-    after_call_ = false;
+    after_call_ = false;  // more than whitespace (or a long run of it) follows: it is text
   }
   if (s.empty()) return false;
   auto emit = [&](std::string_view text) {

@@ -87,12 +87,12 @@ bool ToolParser::step_text(bool eof, kiln::EventSink& out) {
   std::string_view s = rest();
   if (after_call_) {  // whitespace after a call is dropped when nothing but whitespace follows
     size_t n = 0;
-    while (n < s.size() && is_space(s[n])) ++n;
-    if (n == s.size()) {
+    while (n < s.size() && n <= kMaxHeldSpace && is_space(s[n])) ++n;
+    if (n == s.size() && n <= kMaxHeldSpace) {
       if (eof) pos_ += n;
       return false;
     }
-    after_call_ = false;
+    after_call_ = false;  // more than whitespace (or a long run of it) follows: it is text
   }
   if (s.empty()) return false;
   std::string_view tag;

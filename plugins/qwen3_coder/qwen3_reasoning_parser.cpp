@@ -46,8 +46,15 @@ void ReasoningParser::run(bool eof, kiln::EventSink& out) {
     if (state_ == State::kContentStart || state_ == State::kReasoningStart) {
       // Only a `<think>` at the very start (after whitespace) opens reasoning; later ones are text.
       size_t ws = leading_space(s);
-      Match m = match_at(s.substr(ws), kThink);
-      if ((m == Match::kPartial || ws == s.size()) && !eof) break;
+      if (state_ == State::kReasoningStart) {  // reasoning is trimmed: drop the whitespace now
+        pos += ws;
+        s.remove_prefix(ws);
+        ws = 0;
+      }
+      // A long whitespace run decides it: the output did not start with <think>.
+      bool long_run = ws > kMaxHeldSpace;
+      Match m = long_run ? Match::kNo : match_at(s.substr(ws), kThink);
+      if (m == Match::kPartial && !eof) break;
       if (m == Match::kFull) {
         pos += ws + kThink.size();
         state_ = State::kReasoning;
@@ -55,7 +62,6 @@ void ReasoningParser::run(bool eof, kiln::EventSink& out) {
         continue;
       }
       if (state_ == State::kReasoningStart) {
-        pos += ws;  // reasoning is trimmed
         state_ = State::kReasoning;
       } else {
         state_ = State::kContent;
@@ -76,8 +82,8 @@ void ReasoningParser::run(bool eof, kiln::EventSink& out) {
     }
     if (reasoning_start_) {  // reasoning is trimmed: `<think>\n` is followed by a newline
       size_t ws = leading_space(s);
-      if (ws == s.size() && !eof) break;
-      pos += ws;
+      pos += ws;  // dropped either way, so consumed as it arrives
+      if (ws == s.size()) break;
       reasoning_start_ = false;
       continue;
     }

@@ -32,10 +32,17 @@ inline size_t find_tag(std::string_view s, size_t from, std::initializer_list<st
 
 inline bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
-/** Length of the run of whitespace at the end of `s`. */
-inline size_t trailing_space(std::string_view s) {
+/**
+ * Whitespace that may be held back (dropped before a tag, trimmed off reasoning) is at most this
+ * long: a model stuck emitting newlines must not make every feed rescan an ever longer run. Beyond
+ * it, older whitespace is emitted as text. The rule depends only on the text, never on chunking.
+ */
+constexpr size_t kMaxHeldSpace = 64;
+
+/** Length of the run of whitespace at the end of `s`, at most `cap`. */
+inline size_t trailing_space(std::string_view s, size_t cap = kMaxHeldSpace) {
   size_t n = 0;
-  while (n < s.size() && is_space(s[s.size() - 1 - n])) ++n;
+  while (n < s.size() && n < cap && is_space(s[s.size() - 1 - n])) ++n;
   return n;
 }
 

@@ -99,6 +99,11 @@ TEST(KilnParseCli, LoadsTheExamplePluginFromConfigPaths) {
   auto m = nlohmann::json::parse(r.out);
   EXPECT_EQ(m["content"], "Calling.\n");
   EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], R"({"city":"Rome"})");
+  Result loaded = run("--load " + kDir + "/example-plugin/third_party_parser.so --tool-parser markdown_json",
+                      "```json\n{\"name\": \"f\"}\n```");
+  ASSERT_EQ(loaded.status, 0) << loaded.err;
+  EXPECT_EQ(nlohmann::json::parse(loaded.out)["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(run("--load /nonexistent.so", "").status, 1);
 }
 
 }  // namespace

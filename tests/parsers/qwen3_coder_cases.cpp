@@ -99,6 +99,11 @@ ToolSuite qwen3_coder_suite() {
   c.push_back({"text_after_parameter_close_stays_in_value",
                "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\nmore\n</function>\n</tool_call>", "",
                {{"get_weather", R"({"city": "Paris\n</parameter>\nmore"})"}}});
+  // Whitespace held back before / after calls is bounded (64 bytes) so a newline loop stays linear.
+  c.push_back({"long_whitespace_before_call", "Hi" + std::string(100, '\n') + call("get_weather", param("city", "Oslo")),
+               "Hi" + std::string(36, '\n'), {{"get_weather", R"({"city": "Oslo"})"}}});
+  c.push_back({"long_whitespace_after_call_is_text", call("get_weather", param("city", "Oslo")) + std::string(70, ' '),
+               std::string(70, ' '), {{"get_weather", R"({"city": "Oslo"})"}}});
   s.fuzz_atoms = {"<tool_call>", "</tool_call>", "<function=get_weather>", "<function=set_temp>", "<function=",
                   ">", "<parameter=city>", "<parameter=days>", "<parameter=value>", "<parameter=options>",
                   "<parameter=", "</parameter>", "</function>", "\n", " ", "Paris", "22.5", "True", "{'a': 1}",

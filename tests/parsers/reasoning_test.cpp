@@ -41,6 +41,10 @@ ReasoningSuite qwen3() {
               {"empty_reasoning", -1, "", "</think>\n\nHi", "", "Hi"},
               {"partial_close_tag_at_end", -1, "", "abc</thi", "abc</thi", ""},
               {"reasoning_with_angle_brackets", -1, "", "a < b </ c\n</think>ok", "a < b </ c", "ok"},
+              {"long_leading_whitespace_then_think_is_content", 0, "", std::string(70, ' ') + "<think>x</think>y", "",
+               std::string(70, ' ') + "<think>x</think>y"},
+              {"long_trailing_whitespace_trimmed_up_to_64", -1, "", "r" + std::string(70, '\n') + "</think>c",
+               "r" + std::string(6, '\n'), "c"},
           }};
 }
 
@@ -59,6 +63,7 @@ ReasoningSuite gemma4() {
               {"truncated_reasoning", 1, "", "<|channel>thought\nhmm", "hmm", ""},
               {"plain_answer", 0, "", "No reasoning here.", "", "No reasoning here."},
               {"truncated_tag_is_content", 0, "", "Paris <|chan", "", "Paris <|chan"},
+              {"long_whitespace_at_channel_start", 1, "", "<|channel>thought\n" + std::string(200, '\n') + "r<channel|>c", "r", "c"},
           }};
 }
 
