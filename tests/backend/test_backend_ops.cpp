@@ -242,8 +242,8 @@ std::vector<Case> cases_attention() {
       {"softcap 30, Dv 16 != Dk 48", {{3, 20}, {1, 7}}, 6, 3, 48, 16, 4, 0, 30, 0},
       {"block size 1, head dim 40", {{4, 6}}, 2, 1, 40, 40, 1, 0, 0, 0},
   };
-  if (heavy()) as.push_back({"prefill 300 + decode kv2000", {{300, 700}, {1, 2000}}, 8, 2, 128, 128, 32, 0, 0, 0});
-  if (heavy()) as.push_back({"gemma-like window 512, D256", {{64, 1500}, {1, 1500}}, 8, 2, 256, 256, 16, 512, 0, 1.0f});
+  if (heavy()) as.push_back({"prefill 130 + decode kv2000", {{130, 700}, {1, 2000}}, 8, 2, 128, 128, 32, 0, 0, 0});
+  if (heavy()) as.push_back({"gemma-like window 512, D256", {{24, 1500}, {1, 1500}}, 8, 2, 256, 256, 16, 512, 0, 1.0f});
   if (long_mode()) as.push_back({"decode kv 8192 x4", {{1, 8192}, {1, 8000}, {1, 4097}, {1, 100}}, 16, 2, 256, 256, 16, 0, 0, 0});
   std::vector<Case> c;
   for (DType t : kCacheTypes)
