@@ -78,7 +78,9 @@ TEST_P(Real, MatchesOracleOnCorpusAndGeneratedText) {
   if (texts.empty()) std::cerr << "note: corpora/war-and-peace.txt absent; generated strings only\n";
   std::mt19937 rng(GetParam().name.size() * 1000 + 17);
   auto specials = special_strings(*tok);
-  for (int i = 0; i < 400; ++i) texts.push_back(random_text(rng, 1 + i % 60, i % 5 == 0, specials));
+  // KILN_TEXT_ORACLE_SCALE=N runs N times as many generated strings (for a deeper check by hand).
+  const int scale = std::getenv("KILN_TEXT_ORACLE_SCALE") ? std::max(1, std::atoi(std::getenv("KILN_TEXT_ORACLE_SCALE"))) : 1;
+  for (int i = 0; i < 400 * scale; ++i) texts.push_back(random_text(rng, 1 + i % 60, i % 5 == 0, specials));
   texts.push_back(std::string(3000, ' '));
   texts.push_back(std::string(500, '\n') + "x" + std::string(700, '\t'));
   texts.push_back("");
