@@ -133,26 +133,24 @@ Builder::Builder(Bindings& bindings) : bindings_(bindings) {
 }
 
 uint32_t Builder::weight(std::string_view name) {
-  for (uint32_t t = 1; t < graph_.tensor_count(); ++t)
-    if (graph_.tensor(t).kind == TensorKind::weight && graph_.tensor(t).name == name) return t;
+  const std::string key(name);
+  if (auto it = weights_.find(key); it != weights_.end()) return it->second;
   auto d = bindings_.weight(name);
-  return d ? graph_.add_external(TensorKind::weight, std::string(name), *d) : 0;
+  return d ? weights_[key] = graph_.add_external(TensorKind::weight, key, *d) : 0;
 }
 
 uint32_t Builder::input(std::string_view name) {
-  for (uint32_t t = 1; t < graph_.tensor_count(); ++t)
-    if (graph_.tensor(t).kind == TensorKind::input && graph_.tensor(t).name == name) return t;
+  const std::string key(name);
+  if (auto it = inputs_.find(key); it != inputs_.end()) return it->second;
   auto d = bindings_.input(name);
-  return d ? graph_.add_external(TensorKind::input, std::string(name), *d) : 0;
+  return d ? inputs_[key] = graph_.add_external(TensorKind::input, key, *d) : 0;
 }
 
 uint32_t Builder::cache(uint32_t layer, std::string_view name) {
-  for (uint32_t t = 1; t < graph_.tensor_count(); ++t) {
-    const Tensor& x = graph_.tensor(t);
-    if (x.kind == TensorKind::cache && x.layer == layer && x.name == name) return t;
-  }
+  const std::string key = std::to_string(layer) + "/" + std::string(name);
+  if (auto it = caches_.find(key); it != caches_.end()) return it->second;
   auto d = bindings_.cache(layer, name);
-  return d ? graph_.add_external(TensorKind::cache, std::string(name), *d, layer) : 0;
+  return d ? caches_[key] = graph_.add_external(TensorKind::cache, std::string(name), *d, layer) : 0;
 }
 
 }  // namespace kiln::graph

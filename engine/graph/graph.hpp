@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace kiln::graph {
@@ -99,6 +100,8 @@ class Builder {
   Graph graph_;
   kiln_host_ops ops_{};
   std::string last_error_;
+  // Externals already added, by name (caches by "layer/name"): graphs are rebuilt every step.
+  std::unordered_map<std::string, uint32_t> weights_, inputs_, caches_;
 };
 
 }  // namespace kiln::graph
