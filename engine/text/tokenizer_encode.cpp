@@ -93,6 +93,25 @@ void replace_all(std::string_view in, const Pattern& p, std::string_view content
   out.append(in.substr(last));
 }
 
+// True when the normalizers would return `s` unchanged (the common case: ASCII text and NFC), so
+// the segment is used in place instead of being copied through each step.
+bool normalize_is_noop(const TokenizerData& d, std::string_view s) {
+  for (const NormStep& st : d.normalizers) {
+    switch (st.kind) {
+      case NormStep::kNfc:
+        if (uni::maybe_needs_nfc(s)) return false;
+        break;
+      case NormStep::kReplace:
+        if (st.pattern.regex || st.pattern.literal.empty() || s.find(st.pattern.literal) != std::string_view::npos) return false;
+        break;
+      case NormStep::kPrepend:
+        if (!s.empty()) return false;
+        break;
+    }
+  }
+  return true;
+}
+
 struct Encoder {
   const TokenizerData& d;
   std::vector<TokenId>& out;
@@ -268,7 +287,9 @@ struct Encoder {
 
   // Segment of text between raw added tokens: normalize, then split out normalized added tokens.
   void segment(std::string_view s, bool at_origin) {
-    if (d.normalizers.empty()) { pretokenize(s, at_origin); return; }
+    if (d.normalizers.empty() || normalize_is_noop(d, s)) {
+      if (d.added_normalized.empty()) { pretokenize(s, at_origin); return; }
+    }
     std::string n;
     normalize(d, s, n);
     if (d.added_normalized.empty()) { pretokenize(n, at_origin); return; }

@@ -49,8 +49,16 @@ char32_t fold(char32_t cp) {
 }
 
 bool maybe_needs_nfc(std::string_view s) {
-  for (char c : s)
-    if (static_cast<unsigned char>(c) >= 0xCC) return true;
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {  // ASCII fast path, 8 bytes at a time
+    std::uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    if (!(w & 0x8080808080808080ULL)) continue;
+    for (std::size_t k = 0; k < 8; ++k)
+      if (static_cast<unsigned char>(s[i + k]) >= 0xCC) return true;
+  }
+  for (; i < s.size(); ++i)
+    if (static_cast<unsigned char>(s[i]) >= 0xCC) return true;
   return false;
 }
 
