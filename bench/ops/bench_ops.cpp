@@ -2,7 +2,7 @@
 // f32 / f16 / bf16 / q8_0 (and q4_0), with this machine's STREAM triad and FMA peak measured in
 // the same run, printing time, GB/s or GFLOP/s and the ratio to those limits.
 //
-//   bench_ops [--quick] [--no-gemm] [--reps N]
+//   bench_ops [--quick] [--no-gemm] [--no-gemv] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N]
 //
 // Wall time of Device::compute() (record + submit + fence wait, i.e. what the engine pays) after a
 // warm-up (the first dispatch of a pipeline includes lavapipe's JIT): median and best of the timed
@@ -99,15 +99,18 @@ Result run_matmul(backend::Device& dev, DType t, int64_t R, int64_t M, int64_t K
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, gemm = true;
+  bool quick = false, gemm = true, gemv = true;
+  std::string only;  // --dtype NAME: one weight dtype
   int reps = 20;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--no-gemm") gemm = false;
+    else if (a == "--no-gemv") gemv = false;
+    else if (a == "--dtype" && i + 1 < argc) only = argv[++i];
     else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: bench_ops [--quick] [--no-gemm] [--reps N]\n");
+      std::fprintf(stderr, "usage: bench_ops [--quick] [--no-gemm] [--no-gemv] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N]\n");
       return 2;
     }
   }
@@ -133,6 +136,7 @@ int main(int argc, char** argv) {
   std::printf("%-26s %-6s %15s %10s %10s %10s %9s %8s\n", "op", "dtype", "best/median ms", "GB/s", "GFLOP/s", "limit",
               "of limit", "target");
   for (DType t : types) {
+    if (!gemv || (!only.empty() && only != backend::dtype_name(t))) continue;
     triad = std::max(triad, bench::triad_gbs(triad_mib, 3));
     Result r = run_matmul(*dev, t, 1, M, K, 4, quick ? 5 : reps);
     double bytes = static_cast<double>(M) * static_cast<double>(backend::row_bytes(t, K)) + (K + M) * 4.0;
@@ -145,6 +149,7 @@ int main(int argc, char** argv) {
   if (gemm) {
     const int64_t R = quick ? 128 : 512;
     for (DType t : types) {
+      if (!only.empty() && only != backend::dtype_name(t)) continue;
       fma = std::max(fma, bench::fma_peak_gflops(2));
       Result r = run_matmul(*dev, t, R, M, K, 1, quick ? 1 : 3);
       double gf = 2.0 * static_cast<double>(R) * M * K / (r.best_ms / 1e3) / 1e9;

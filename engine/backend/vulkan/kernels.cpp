@@ -16,7 +16,7 @@ KernelPolicy choose_policy(const DeviceInfo& d) {
   return p;
 }
 
-MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, int64_t K, bool operands_aligned, bool moe) const {
+MatmulPlan KernelPolicy::matmul([[maybe_unused]] backend::DType w, int64_t R, int64_t K, bool operands_aligned, bool moe) const {
   MatmulPlan m;
   m.local_size = subgroup;
   m.aligned = operands_aligned && K % 8 == 0;
@@ -24,9 +24,24 @@ MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, int64_t K, bool ope
   // Decode-sized batches: one activation row per workgroup (weights streamed once per row is the
   // bandwidth bound anyway). Larger batches: share each weight load across TM rows. The tile never
   // changes a row's reduction order (matmul.comp), so this choice keeps batch invariance.
-  if (moe || R < 4) m.tm = 1;
-  else if (backend::is_quantized(w)) m.tm = 4;  // a 32-block of activations per row lives in registers
-  else m.tm = 8;
+  // Prefill tiles measured on lavapipe (GEMM 128x4096x4096, noisy shared VM): f32 8x4 1156 ms,
+  // 8x8 924-1068, 16x8 474-973, 16x16 856; q8_0 4x4 947, 8x4 784, 8x8 520, 16x8 513. Bigger tiles
+  // cut texel fetches per FMA until registers spill; 16x8 costs ~7 s of cold lavapipe JIT per
+  // variant against ~3.5 s for 8x8, for a gain lost in the noise, so 8x8.
+  if (moe || R < 4) {
+    m.tm = 1;
+    m.tn = moe ? 4 : 8;  // GEMV 4096x4096 f32: TN 8 7.4-20 ms vs TN 4 8.3-24 ms (noisy, same runs)
+  } else {
+    m.tm = R >= 8 ? 8 : 4;
+    m.tn = 8;
+  }
+  // Tuning knobs (benchmarks only): KILN_VULKAN_MATMUL_TM / _TN for 4+ rows, KILN_VULKAN_GEMV_TN.
+  if (!moe && R >= 4) {
+    if (const char* t = std::getenv("KILN_VULKAN_MATMUL_TM"); t && *t) m.tm = std::clamp(std::atoi(t), 1, 16);
+    if (const char* t = std::getenv("KILN_VULKAN_MATMUL_TN"); t && *t) m.tn = std::clamp(std::atoi(t), 1, 16);
+  }
+  if (!moe && R < 4)
+    if (const char* t = std::getenv("KILN_VULKAN_GEMV_TN"); t && *t) m.tn = std::clamp(std::atoi(t), 1, 16);
   return m;
 }
 

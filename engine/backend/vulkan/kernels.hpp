@@ -12,7 +12,7 @@ namespace kiln::vk {
 struct MatmulPlan {
   uint32_t local_size = 8;  ///< = subgroup size: one subgroup per workgroup, no shared memory
   uint32_t tm = 1;          ///< activation rows per workgroup
-  uint32_t tn = 4;          ///< weight rows per workgroup
+  uint32_t tn = 8;          ///< weight rows per workgroup
   bool aligned = false;     ///< vec4 / 8-half texel reads (K % 8 == 0 and 16-byte aligned operands)
 };
 
