@@ -12,6 +12,10 @@ void MergeTable::reserve(std::size_t n) {
   slots_.assign(cap, Slot{});
   mask_ = cap - 1;
   count_ = 0;
+  std::size_t bits = 1 << 12;
+  while (bits < n * 16 && bits < (std::size_t(1) << 26)) bits <<= 1;  // ~16 bits per merge
+  filter_.assign(bits / 64, 0);
+  fmask_ = bits - 1;
 }
 
 void MergeTable::insert(TokenId a, TokenId b, Value v) {
@@ -29,6 +33,8 @@ void MergeTable::insert(TokenId a, TokenId b, Value v) {
       s.key = k;
       s.v = v;
       ++count_;
+      const std::size_t f = (hash(k) >> 32) & fmask_;
+      filter_[f >> 6] |= std::uint64_t(1) << (f & 63);
       return;
     }
   }
@@ -100,6 +106,7 @@ void Bpe::merge(std::vector<TokenId>& syms) const {
       merged[i] = v ? v->id : 0;
     };
     std::size_t len = n;
+    for (std::size_t i = 0; i + 1 < len; ++i) merges.prefetch(syms[i], syms[i + 1]);
     for (std::size_t i = 0; i + 1 < len; ++i) look(i);
     for (;;) {
       std::int32_t best_rank = INT32_MAX;
@@ -134,7 +141,10 @@ void Bpe::merge(std::vector<TokenId>& syms) const {
     if (const MergeTable::Value* v = merges.find(syms[p], syms[next[p]]))
       heap.push({v->rank, p, syms[p], syms[next[p]], v->id});
   };
-  for (std::size_t i = 0; i + 1 < n; ++i) push(static_cast<std::int32_t>(i));
+  for (std::size_t i = 0; i + 1 < n; ++i) {
+    if (i + 8 + 1 < n) merges.prefetch(syms[i + 8], syms[i + 9]);  // keep ~8 misses in flight
+    push(static_cast<std::int32_t>(i));
+  }
   std::vector<bool> dead(n, false);
   while (!heap.empty()) {
     Cand c = heap.top();
@@ -146,6 +156,8 @@ void Bpe::merge(std::vector<TokenId>& syms) const {
     dead[q] = true;
     next[p] = next[q];
     if (next[q] >= 0) prev[next[q]] = p;
+    if (prev[p] >= 0) merges.prefetch(syms[prev[p]], syms[p]);
+    if (next[p] >= 0) merges.prefetch(syms[p], syms[next[p]]);
     push(prev[p]);
     push(p);
   }

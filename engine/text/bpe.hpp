@@ -22,11 +22,20 @@ class MergeTable {
   const Value* find(TokenId a, TokenId b) const {
     if (mask_ == 0) return nullptr;
     std::uint64_t k = key(a, b);
-    for (std::size_t h = hash(k) & mask_;; h = (h + 1) & mask_) {
+    const std::size_t hk = hash(k);
+    // Most candidate pairs are not merges; a small bit filter (fits in cache) rejects them without
+    // touching the large slot array.
+    const std::size_t f = (hk >> 32) & fmask_;
+    if (!(filter_[f >> 6] >> (f & 63) & 1)) return nullptr;
+    for (std::size_t h = hk & mask_;; h = (h + 1) & mask_) {
       const Slot& s = slots_[h];
       if (s.key == k) return &s.v;
       if (s.key == kEmpty) return nullptr;
     }
+  }
+  /** Starts loading the slot of (a, b) so several lookups' cache misses overlap. */
+  void prefetch(TokenId a, TokenId b) const {
+    if (mask_ != 0) __builtin_prefetch(&slots_[hash(key(a, b)) & mask_]);
   }
   std::size_t size() const { return count_; }
 
@@ -43,7 +52,8 @@ class MergeTable {
     return static_cast<std::size_t>(k);
   }
   std::vector<Slot> slots_;
-  std::size_t mask_ = 0, count_ = 0;
+  std::vector<std::uint64_t> filter_;
+  std::size_t mask_ = 0, count_ = 0, fmask_ = 0;
 };
 
 /**
