@@ -28,7 +28,9 @@ class TempDir {
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     std::string name = std::string("kiln-") + (info ? std::string(info->test_suite_name()) + "-" + info->name() : "t");
-    path_ = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+    static int counter = 0;  // several TempDirs in one test must not share a folder
+    path_ = std::filesystem::temp_directory_path() /
+            (name + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }

