@@ -186,10 +186,10 @@ struct FrameSwap {
 
 Evaluator::Flow Evaluator::exec_for(const Stmt& s) {
   Value seq = eval(*s.expr);
-  if (seq.kind == Kind::None || seq.is_number() || seq.kind == Kind::Callable)
+  if (seq.kind == Kind::None || seq.is_number() || seq.kind == Kind::Callable || seq.kind == Kind::Namespace ||
+      seq.kind == Kind::Loop)
     fail("'" + type_name(seq) + "' object is not iterable");
-  std::vector<Value> items = seq.kind == Kind::Namespace || seq.kind == Kind::Loop ? std::vector<Value>{} : iterate(seq);
-  if (seq.kind == Kind::Namespace || seq.kind == Kind::Loop) fail("'" + type_name(seq) + "' object is not iterable");
+  std::vector<Value> items = iterate(seq);
   if (s.cond) {
     // The loop filter sees the loop variables but not `loop`.
     std::vector<Value> kept;

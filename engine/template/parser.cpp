@@ -1,7 +1,6 @@
 #include "template/parser.hpp"
 
 #include <functional>
-#include <set>
 
 #include "template/lexer.hpp"
 
@@ -128,11 +127,10 @@ class Parser {
     }
   }
 
-  void end_tag(const char* name) {
-    // cur() is the end name (parse_body stopped on it)
+  // Consumes `endxxx %}` (parse_body stopped on the end name).
+  void end_tag() {
     next();
     expect_block_end();
-    (void)name;
   }
 
   void parse_statement(Body& out, const std::vector<std::string>& outer_ends) {
@@ -157,7 +155,7 @@ class Parser {
         expect_block_end();
         parse_body(s->else_body, {"endfor"});
       }
-      end_tag("endfor");
+      end_tag();
     } else if (n == "if") {
       s->kind = SK::If;
       s->conds.push_back(parse_tuple(false, {}, false));
@@ -179,7 +177,7 @@ class Parser {
           break;
         }
       }
-      end_tag("endif");
+      end_tag();
     } else if (n == "set") {
       if (cur().type == Tok::Name && look().type == Tok::Op && look().text == ".") {
         s->targets.push_back(cur().text);
@@ -202,28 +200,28 @@ class Parser {
           while (skip_op("|")) s->filters.push_back(parse_filter(nullptr));
           expect_block_end();
           parse_body(s->body, {"endset"});
-          end_tag("endset");
+          end_tag();
         }
       }
     } else if (n == "macro") {
       s->kind = SK::Macro;
       s->name = expect_name();
-      parse_params(s->params, true);
+      parse_params(s->params);
       expect_block_end();
       const int saved = loop_depth_;
       loop_depth_ = 0;
       parse_body(s->body, {"endmacro"});
       loop_depth_ = saved;
-      end_tag("endmacro");
+      end_tag();
       scan_macro(*s);
     } else if (n == "call") {
       s->kind = SK::CallBlock;
-      if (is_op("(")) parse_params(s->params, false);
+      if (is_op("(")) parse_params(s->params);
       s->expr = parse_expression(true);
       if (s->expr->kind != EK::Call) fail_here("expected a macro call in {% call %}");
       expect_block_end();
       parse_body(s->body, {"endcall"});
-      end_tag("endcall");
+      end_tag();
       s->name = "caller";
       scan_macro(*s);
     } else if (n == "filter") {
@@ -233,7 +231,7 @@ class Parser {
       } while (skip_op("|"));
       expect_block_end();
       parse_body(s->body, {"endfilter"});
-      end_tag("endfilter");
+      end_tag();
     } else if (n == "with") {
       s->kind = SK::With;
       while (cur().type != Tok::BlockEnd) {
@@ -244,7 +242,7 @@ class Parser {
       }
       expect_block_end();
       parse_body(s->body, {"endwith"});
-      end_tag("endwith");
+      end_tag();
     } else if (n == "break" || n == "continue") {
       if (loop_depth_ == 0) fail_here("'" + n + "' outside of a for loop");
       s->kind = n == "break" ? SK::Break : SK::Continue;
@@ -253,7 +251,7 @@ class Parser {
       // transformers' AssistantTracker tag: renders its body unchanged.
       expect_block_end();
       parse_body(out, {"endgeneration"});
-      end_tag("endgeneration");
+      end_tag();
       return;
     } else if (n == "include" || n == "import" || n == "from" || n == "extends" || n == "block") {
       throw TemplateError(TemplateError::Kind::Syntax,
@@ -282,7 +280,7 @@ class Parser {
     return names;
   }
 
-  void parse_params(std::vector<Param>& params, bool /*macro*/) {
+  void parse_params(std::vector<Param>& params) {
     expect_op("(");
     while (!is_op(")")) {
       if (!params.empty()) expect_op(",");
