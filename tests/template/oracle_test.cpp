@@ -231,6 +231,12 @@ TEST(TemplateCli, RendersARequestWithAModelDirectory) {
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.err.find("Conversation roles must alternate"), std::string::npos) << r.err;
 
+  // --request - reads the body from stdin.
+  fs::copy_file(fixture, dir / "chat_template.jinja", fs::copy_options::overwrite_existing);
+  r = run_kiln("template --model " + dir.string() + " --request - < " + (dir / "request.json").string());
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("<|im_start|>system\nYou are terse.", 0), 0u) << r.out;
+
   r = run_kiln("template --help");
   EXPECT_EQ(r.rc, 0);
   EXPECT_NE(r.out.find("--request"), std::string::npos) << r.out;
