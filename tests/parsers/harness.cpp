@@ -1,8 +1,8 @@
 #include "harness.hpp"
 
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+
+#include <stdexcept>
 
 extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_qwen3_coder(uint32_t, uint32_t);
 extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_gemma4(uint32_t, uint32_t);
