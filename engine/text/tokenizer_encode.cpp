@@ -293,7 +293,7 @@ struct Encoder {
     std::string n;
     normalize(d, s, n);
     if (d.added_normalized.empty()) { pretokenize(n, at_origin); return; }
-    with_added(d.added_normalized, n, true, [&](std::string_view t, std::size_t off) { pretokenize(t, at_origin && off == 0); });
+    with_added(d.added_normalized, n, [&](std::string_view t, std::size_t off) { pretokenize(t, at_origin && off == 0); });
   }
 
   bool allow_special = true;
@@ -301,7 +301,7 @@ struct Encoder {
   // HF AddedVocabulary::find_matches: leftmost-longest over all added tokens; a special token that is
   // not allowed, or a single_word token not on word boundaries, is left in the text.
   template <class F>
-  void with_added(const AddedMatcher& m, std::string_view s, bool, F&& text) {
+  void with_added(const AddedMatcher& m, std::string_view s, F&& text) {
     std::size_t start_offset = 0, i = 0;
     const std::size_t n = s.size();
     while (i < n) {
@@ -407,7 +407,7 @@ void Tokenizer::encode_append(std::string_view text, std::vector<TokenId>& out, 
   Encoder e{d, out, {}, {}};
   e.allow_special = opts.allow_special;
   if (d.added_raw.empty()) e.segment(text, true);
-  else e.with_added(d.added_raw, text, false, [&](std::string_view t, std::size_t off) { e.segment(t, off == 0); });
+  else e.with_added(d.added_raw, text, [&](std::string_view t, std::size_t off) { e.segment(t, off == 0); });
   if (opts.add_special) out.insert(out.end(), d.post_suffix.begin(), d.post_suffix.end());
 }
 

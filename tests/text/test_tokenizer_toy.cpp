@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "text/tokenizer.hpp"
 #include "text_test_util.hpp"
 #include "toy_tokenizers.hpp"
@@ -129,6 +131,42 @@ TEST(ToyLlama2, PrependAndStrip) {
   // Prepend applies to every segment between added tokens, as in Hugging Face.
   Ids two = t.encode("hello<start_of_turn>hello");
   EXPECT_EQ(two, (Ids{id(t, "\xE2\x96\x81hello"), id(t, "<start_of_turn>"), id(t, "\xE2\x96\x81hello")}));
+}
+
+TEST(ToyGemma, NormalizedAddedTokenMatchesNormalizedText) {
+  auto j = nlohmann::json::parse(testing::toy_gemma_json());
+  j["added_tokens"].push_back({{"id", 900}, {"content", "ab ab"}, {"special", false}, {"lstrip", false},
+                               {"rstrip", false}, {"normalized", true}, {"single_word", false}});
+  Tokenizer t = Tokenizer::from_json(j.dump());
+  // The content is normalized ("ab▁ab") and matched in the normalized text.
+  EXPECT_EQ(t.encode("c ab ab"), (Ids{id(t, "c"), id(t, "\xE2\x96\x81"), 900}));
+  EXPECT_EQ(t.encode("ab\xE2\x96\x81" "ab"), (Ids{900}));
+}
+
+TEST(ToyByteLevel, Gpt2StylePreTokenizerAndMetaspace) {
+  // ByteLevel with its own GPT-2 regex and a prefix space (GPT-2, RoBERTa), through the PCRE2 path.
+  auto j = nlohmann::json::parse(testing::toy_gemma_json());
+  VocabSpec v = testing::toy_byte_level_spec();
+  nlohmann::json vocab = nlohmann::json::object();
+  for (std::size_t i = 0; i < v.tokens.size(); ++i) vocab[v.tokens[i]] = i;
+  nlohmann::json merges = nlohmann::json::array();
+  for (auto& [a, b] : v.merges) merges.push_back(a + " " + b);  // legacy "a b" form
+  nlohmann::json g = {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}},
+                      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", true}}},
+                      {"decoder", {{"type", "ByteLevel"}}}};
+  Tokenizer t = Tokenizer::from_json(g.dump());
+  EXPECT_EQ(t.encode("the hello"), (Ids{id(t, bl(" the")), id(t, bl(" ")), id(t, "hello")}));
+  EXPECT_EQ(t.decode(t.encode("the hello")), " the hello");
+  // Metaspace pre-tokenizer (split, prepend first) + Metaspace decoder.
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "first"}, {"split", true}};
+  j["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "first"}},
+                                                      {{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}};
+  Tokenizer m = Tokenizer::from_json(j.dump());
+  EXPECT_EQ(m.encode("hello hello"), (Ids{id(m, "\xE2\x96\x81hello"), id(m, "\xE2\x96\x81hello")}));
+  // "first": only the segment at the start of the text gets the prefix, not the one after <start_of_turn>.
+  EXPECT_EQ(m.encode("hello<start_of_turn>hello"), (Ids{id(m, "\xE2\x96\x81hello"), id(m, "<start_of_turn>"), id(m, "hello")}));
+  EXPECT_EQ(m.decode(m.encode("hello hello")), "hello hello");
 }
 
 TEST(TokenizerErrors, ClearMessages) {
