@@ -11,6 +11,7 @@
 
 #include <kiln/kiln_plugin.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
