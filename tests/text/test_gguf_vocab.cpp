@@ -28,7 +28,7 @@ class Reader {
   template <class T>
   T get() {
     if (p_ + sizeof(T) > d_.size()) throw std::runtime_error("truncated GGUF");
-    T v;
+    T v{};
     std::memcpy(&v, d_.data() + p_, sizeof(T));
     p_ += sizeof(T);
     return v;
