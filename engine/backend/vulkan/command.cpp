@@ -224,6 +224,7 @@ void Recorder::submit_and_wait() {
     check(vkQueueSubmit(ctx_.queue(), 1, &si, fence_), "vkQueueSubmit");
   }
   VkResult r = vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, timeout_ns_);
+  if (r == VK_TIMEOUT) timed_out_ = true;
   if (r == VK_TIMEOUT)
     throw_error("[vulkan] a command buffer of {} dispatches did not finish within {:.0f} s on '{}' (runaway kernel or "
                 "a far too large shape; KILN_VULKAN_TIMEOUT_S raises the limit)",

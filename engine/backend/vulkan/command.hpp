@@ -47,6 +47,8 @@ class Recorder {
   /** Submits and waits (timeout KILN_VULKAN_TIMEOUT_S, default 600 s on lavapipe, 60 s on GPUs). */
   void submit_and_wait();
   bool recording() const { return recording_; }
+  /** A submit timed out: the command buffer may still run; destroy only after the device idles. */
+  bool timed_out() const { return timed_out_; }
   size_t dispatches() const { return dispatches_; }
   size_t barriers() const { return barriers_; }
 
@@ -70,7 +72,7 @@ class Recorder {
   uint32_t query_capacity_ = 0, query_count_ = 0;
   std::vector<std::string> query_ops_;
   std::vector<Range> written_, read_;
-  bool recording_ = false;
+  bool recording_ = false, timed_out_ = false;
   size_t dispatches_ = 0, barriers_ = 0;
   uint64_t timeout_ns_ = 0;
 };

@@ -63,7 +63,11 @@ void print_profiles_at_exit() {
 
 // ------------------------------------------------------------------------------------------------
 
-VulkanBuffer::~VulkanBuffer() { dev_.allocator().release(alloc_); }
+VulkanBuffer::~VulkanBuffer() {
+  // After a timed-out submit the memory may still be in use by the device: keep it (a leak of
+  // device memory beats a use-after-free); the allocator frees its blocks at device destruction.
+  if (!dev_.lost()) dev_.allocator().release(alloc_);
+}
 
 backend::Device& VulkanBuffer::device() const { return dev_; }
 
@@ -123,6 +127,7 @@ VulkanDevice::VulkanDevice(const ContextOptions& opts, int index) {
 }
 
 VulkanDevice::~VulkanDevice() {
+  if (ctx_) vkDeviceWaitIdle(ctx_->device());  // nothing below may be destroyed while in use
   if (profiler_) {
     std::lock_guard<std::mutex> lock(g_profiled_mu);
     auto it = std::find(g_profiled.begin(), g_profiled.end(), this);
@@ -133,6 +138,7 @@ VulkanDevice::~VulkanDevice() {
     }
   }
   rec_.reset();
+  zombie_.reset();
   xfer_.reset();
   if (mem_) mem_->release(flags_);
 }
@@ -217,6 +223,11 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
                                        backend::describe(n), t.buffer->device().info().name, info_.name));
     }
   std::lock_guard<std::mutex> lock(compute_mu_);
+  if (!lost_.empty())
+    throw BackendError(BackendError::Kind::device,
+                       fmt::format("[backend vulkan] device '{}' is unusable after an earlier failure ({}); restart "
+                                   "the process",
+                                   info_.name, lost_));
   uint64_t msgs_before = ctx_->validation_messages();
   std::memset(flags_.mapped, 0, 16);
   struct FreeTemps {
@@ -266,7 +277,12 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
     if (rec_->recording()) rec_ = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get());
     throw;
   } catch (const HostError& ex) {
-    if (rec_->recording()) rec_ = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get());
+    if (rec_->timed_out()) {
+      lost_ = ex.what();
+      zombie_ = std::move(rec_);  // still in flight: destroyed only after vkDeviceWaitIdle
+    } else if (rec_->recording()) {
+      rec_ = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get());
+    }
     throw BackendError(BackendError::Kind::device, ex.what());
   }
   const auto* f = reinterpret_cast<const uint32_t*>(flags_.mapped);

@@ -54,6 +54,8 @@ class VulkanDevice final : public backend::Device {
   Allocator& allocator() { return *mem_; }
   Pipelines& pipelines() { return *pipes_; }
   const KernelPolicy& policy() const { return policy_; }
+  /** True after a submit timed out: work may still run, compute() refuses, buffers are not freed. */
+  bool lost() const { return !lost_.empty(); }
   /** Validation messages so far (0 when validation is off). */
   uint64_t validation_messages() const { return ctx_->validation_messages(); }
   bool validation_enabled() const { return ctx_->validation_enabled(); }
@@ -73,12 +75,14 @@ class VulkanDevice final : public backend::Device {
   std::unique_ptr<Pipelines> pipes_;
   std::unique_ptr<Profiler> profiler_;
   std::unique_ptr<Recorder> rec_, xfer_;
+  std::unique_ptr<Recorder> zombie_;  ///< a timed-out recorder, destroyed only after the device idles
   std::deque<Allocation> temps_;
   Allocation flags_;  ///< 16 bytes of error flags kernels raise (bad ids / slots)
   KernelPolicy policy_;
   backend::DeviceInfo info_;
   std::mutex compute_mu_, xfer_mu_;
   size_t last_barriers_ = 0, last_dispatches_ = 0;
+  std::string lost_;  ///< why the device is unusable (a timed-out submit), empty when fine
 };
 
 }  // namespace kiln::vk

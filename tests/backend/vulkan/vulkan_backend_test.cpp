@@ -251,6 +251,29 @@ TEST(Vulkan, MatmulRowsAreBitwiseTheSameInEveryTile) {
   }
 }
 
+TEST(Vulkan, AFenceTimeoutIsADeviceErrorAndLosesTheDevice) {
+  REQUIRE_VULKAN(dev);
+  setenv("KILN_VULKAN_TIMEOUT_S", "0.000001", 1);
+  std::unique_ptr<vk::VulkanDevice> tdev;
+  tdev = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
+  unsetenv("KILN_VULKAN_TIMEOUT_S");
+  OpGraph g;
+  g.output(g.op(KILN_OP_MATMUL, {g.f32({64, 512}), g.weight(DType::f32, {512, 512})}));
+  try {
+    g.run(*tdev);
+    GTEST_SKIP() << "the device finished within 1 us; nothing to test";
+  } catch (const BackendError& e) {
+    EXPECT_EQ(e.kind(), BackendError::Kind::device);
+    EXPECT_NE(std::string(e.what()).find("did not finish"), std::string::npos) << e.what();
+  }
+  try {
+    g.run(*tdev);
+    ADD_FAILURE() << "a lost device must refuse work";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("unusable"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Vulkan, BarriersOnlyBetweenDependentOps) {
   REQUIRE_VULKAN(dev);
   Bufs b;
