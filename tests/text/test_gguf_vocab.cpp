@@ -24,7 +24,7 @@ struct GgufVocab {
 
 class Reader {
  public:
-  explicit Reader(std::string d) : d_(std::move(d)) {}
+  explicit Reader(const std::string& d) : d_(d.begin(), d.end()) {}
   template <class T>
   T get() {
     if (p_ + sizeof(T) > d_.size()) throw std::runtime_error("truncated GGUF");
@@ -36,7 +36,7 @@ class Reader {
   std::string str() {
     auto n = get<std::uint64_t>();
     if (p_ + n > d_.size()) throw std::runtime_error("truncated GGUF string");
-    std::string s = d_.substr(p_, n);
+    std::string s(d_.begin() + static_cast<std::ptrdiff_t>(p_), d_.begin() + static_cast<std::ptrdiff_t>(p_ + n));
     p_ += n;
     return s;
   }
@@ -63,7 +63,7 @@ class Reader {
   }
 
  private:
-  std::string d_;
+  std::vector<char> d_;
   std::size_t p_ = 0;
 };
 
