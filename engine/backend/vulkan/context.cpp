@@ -351,9 +351,12 @@ void Context::create_device() {
   info_.timestamp_valid_bits = qf[pick].timestampValidBits;
   info_.timestamps = qf[pick].timestampValidBits > 0;
 
+  const bool v13 = info_.api_version >= VK_API_VERSION_1_3;
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan13Features f13{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
   f11.pNext = &f12;
+  if (v13) f12.pNext = &f13;
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   f2.pNext = &f11;
   vkGetPhysicalDeviceFeatures2(physical_, &f2);
@@ -367,6 +370,26 @@ void Context::create_device() {
   e12.shaderInt8 = f12.shaderInt8;
   e12.storageBuffer8BitAccess = f12.storageBuffer8BitAccess;
   e12.hostQueryReset = f12.hostQueryReset;
+  // Kernels assume one workgroup == one subgroup of the reported size. Drivers may otherwise pick
+  // another width for compute (Intel SIMD8/16/32, AMD wave32/64), so pin it where Vulkan 1.3 allows.
+  VkPhysicalDeviceVulkan13Features e13{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+  if (v13 && f13.subgroupSizeControl && f13.computeFullSubgroups) {
+    VkPhysicalDeviceVulkan13Properties p13{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    p2.pNext = &p13;
+    vkGetPhysicalDeviceProperties2(physical_, &p2);
+    if ((p13.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) && p13.minSubgroupSize <= info_.subgroup_size &&
+        info_.subgroup_size <= p13.maxSubgroupSize) {
+      e13.subgroupSizeControl = VK_TRUE;
+      e13.computeFullSubgroups = VK_TRUE;
+      e12.pNext = &e13;
+      info_.pin_subgroup = true;
+    }
+  }
+  if (!info_.pin_subgroup && info_.vendor_id != 0x10de && !info_.is_lavapipe)
+    log::warn("[vulkan] cannot pin the subgroup size on '{}' (no Vulkan 1.3 subgroupSizeControl); kernels assume "
+              "{}-wide subgroups",
+              info_.name, info_.subgroup_size);
   VkPhysicalDeviceFeatures2 e2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   e2.pNext = &e11;
   e2.features.shaderInt16 = f2.features.shaderInt16;

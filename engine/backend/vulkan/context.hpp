@@ -42,6 +42,7 @@ struct DeviceInfo {
   bool shader_float16 = false, shader_int8 = false, storage16 = false, storage8 = false;
   bool host_import = false;              ///< VK_EXT_external_memory_host enabled
   uint64_t min_import_alignment = 4096;
+  bool pin_subgroup = false;          ///< subgroupSizeControl + computeFullSubgroups enabled (1.3)
   bool timestamps = false;
   double timestamp_period_ns = 1.0;
   uint32_t timestamp_valid_bits = 0;

@@ -136,6 +136,17 @@ const Pipeline& Pipelines::get(const std::string& shader, const std::vector<Bind
   ci.stage.module = mod;
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
+  // Kernels that reduce with subgroup ops run one subgroup per workgroup: pin its size.
+  const DeviceInfo& d = ctx_.info();
+  bool subgroup_kernel = shader.rfind("matmul_", 0) == 0 || shader == "norm" || shader == "softmax" ||
+                         shader == "attention";
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rs{
+      VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
+  if (d.pin_subgroup && subgroup_kernel && p.local_size % d.subgroup_size == 0) {
+    rs.requiredSubgroupSize = d.subgroup_size;
+    ci.stage.pNext = &rs;
+    ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+  }
   ci.layout = p.layout;
   check(vkCreateComputePipelines(dev, cache_, 1, &ci, nullptr, &p.pipeline), "vkCreateComputePipelines");
   log::debug("[vulkan] pipeline {}", label);
