@@ -2,7 +2,9 @@
 // as text, post-processing, round trips, and clear errors for bad input.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -167,6 +169,26 @@ TEST(ToyByteLevel, Gpt2StylePreTokenizerAndMetaspace) {
   // "first": only the segment at the start of the text gets the prefix, not the one after <start_of_turn>.
   EXPECT_EQ(m.encode("hello<start_of_turn>hello"), (Ids{id(m, "\xE2\x96\x81hello"), id(m, "<start_of_turn>"), id(m, "hello")}));
   EXPECT_EQ(m.decode(m.encode("hello hello")), "hello hello");
+}
+
+TEST(ToyByteLevel, ConcurrentEncodesAgree) {
+  // Each thread has its own word cache; results must not depend on which thread encodes.
+  Tokenizer t = Tokenizer::from_vocab(testing::toy_byte_level_spec());
+  std::mt19937 rng(21);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 64; ++i) texts.push_back(testing::random_text(rng, 40));
+  std::vector<Ids> want;
+  for (const auto& x : texts) want.push_back(t.encode(x));
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (int r = 0; r < 20; ++r)
+        for (std::size_t i = 0; i < texts.size(); ++i)
+          if (t.encode(texts[(i + static_cast<std::size_t>(k)) % texts.size()]) != want[(i + static_cast<std::size_t>(k)) % texts.size()]) ++bad;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 TEST(TokenizerErrors, ClearMessages) {
