@@ -4,8 +4,9 @@
 //
 // One workgroup = one subgroup computes a TM x TN tile of outputs; lane l owns the K-chunks
 // l, l+SG, l+2SG, ... (8 elements per chunk, one 32-block for quantized weights). Every output's
-// reduction order is therefore fixed by K and the subgroup size alone: per-chunk dot products
-// added in chunk order, the K%8 tail, then subgroupAdd. Accumulators are scalars (one per output):
+// reduction order is therefore fixed by K and the subgroup size alone: a chain of FMAs over the
+// lane's chunks in order (per-block dot products for quantized weights), the K%8 tail, then
+// subgroupAdd. Accumulators are scalars (one per output):
 // vec4 accumulators quadruple register pressure and spill badly on lavapipe's 8-wide SIMD. The ALIGNED path (vec4 texel reads) and
 // the scalar path perform the same arithmetic, and TM/TN only choose which outputs share loads, so
 // a row's result is bitwise the same alone or in any batch (docs/backend.md §5).
@@ -134,7 +135,18 @@ void main() {
     [[unroll]] for (uint n = 0u; n < TN; ++n) w8(wr[n], c * 8u, wl[n], wh[n]);
     [[unroll]] for (uint t = 0u; t < TM; ++t) {
       vec4 xl = x4(xrow[t], c * 8u), xh = x4(xrow[t], c * 8u + 4u);
-      [[unroll]] for (uint n = 0u; n < TN; ++n) acc[t * TN + n] += dot(wl[n], xl) + dot(wh[n], xh);
+      [[unroll]] for (uint n = 0u; n < TN; ++n) {
+        // 8 chained FMAs (15 ops as two dot products): the same chain in every tile.
+        float a = acc[t * TN + n];
+        a = fma(wl[n].x, xl.x, a);
+        a = fma(wl[n].y, xl.y, a);
+        a = fma(wl[n].z, xl.z, a);
+        a = fma(wl[n].w, xl.w, a);
+        a = fma(wh[n].x, xh.x, a);
+        a = fma(wh[n].y, xh.y, a);
+        a = fma(wh[n].z, xh.z, a);
+        acc[t * TN + n] = fma(wh[n].w, xh.w, a);
+      }
     }
   }
 #endif
