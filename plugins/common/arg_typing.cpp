@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
-namespace qwen3_coder {
+namespace parser_support {
 namespace {
 
 bool starts_with_ci(std::string_view s, std::string_view prefix) {
@@ -424,4 +424,4 @@ std::string coerce(std::string_view raw, const TypeInfo& type) {
   return out;
 }
 
-}  // namespace qwen3_coder
+}  // namespace parser_support

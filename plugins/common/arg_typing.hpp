@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace qwen3_coder {
+namespace parser_support {
 
 using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
@@ -76,4 +76,4 @@ std::string_view trim(std::string_view s);
  */
 std::string coerce(std::string_view raw, const TypeInfo& type);
 
-}  // namespace qwen3_coder
+}  // namespace parser_support

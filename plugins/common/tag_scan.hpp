@@ -1,10 +1,10 @@
-// Small string helpers shared by the qwen3_coder parsers: tag matching with partial-tag hold-back.
+// Small string helpers shared by the in-tree parser plugins: tag matching with partial-tag hold-back.
 #pragma once
 
 #include <initializer_list>
 #include <string_view>
 
-namespace qwen3_coder {
+namespace parser_support {
 
 /** How the text at some position relates to a tag. */
 enum class Match { kNo, kPartial, kFull };
@@ -46,4 +46,4 @@ inline size_t trailing_space(std::string_view s, size_t cap = kMaxHeldSpace) {
   return n;
 }
 
-}  // namespace qwen3_coder
+}  // namespace parser_support

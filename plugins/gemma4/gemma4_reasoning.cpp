@@ -1,8 +1,9 @@
 #include "gemma4_reasoning.hpp"
 
-#include "gemma4_tag_scan.hpp"
+#include "tag_scan.hpp"
 
 namespace gemma4 {
+using namespace parser_support;  // plugins/common: typing and tag scanning shared by the parsers
 namespace {
 
 constexpr std::string_view kOpen = "<|channel>";

@@ -9,9 +9,10 @@
 
 #include <string>
 
-#include "gemma4_arg_typing.hpp"
+#include "arg_typing.hpp"
 
 namespace gemma4 {
+using namespace parser_support;  // plugins/common: typing and tag scanning shared by the parsers
 
 class ToolParser : public kiln::ToolCallParser {
  public:

@@ -3,6 +3,7 @@
 #include "tag_scan.hpp"
 
 namespace qwen3_coder {
+using namespace parser_support;  // plugins/common: typing and tag scanning shared by the parsers
 namespace {
 
 constexpr std::string_view kToolCall = "<tool_call>";

@@ -11,6 +11,7 @@
 #include "arg_typing.hpp"
 
 namespace qwen3_coder {
+using namespace parser_support;  // plugins/common: typing and tag scanning shared by the parsers
 
 class ToolParser : public kiln::ToolCallParser {
  public:
