@@ -9,9 +9,15 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
+
+namespace kiln::backend {
+/** gtest prints a device parameter by id, so test names are stable across runs. */
+inline void PrintTo(Device* d, std::ostream* os) { *os << (d ? d->info().id : "null"); }
+}  // namespace kiln::backend
 
 namespace kiln::test {
 
