@@ -5,7 +5,7 @@
 // One workgroup = one subgroup computes a TM x TN tile of outputs; lane l owns the K-chunks
 // l, l+SG, l+2SG, ... (8 elements per chunk, one 32-block for quantized weights). Every output's
 // reduction order is therefore fixed by K and the subgroup size alone: a chain of FMAs over the
-// lane's chunks in order (per-block dot products for quantized weights), the K%8 tail, then
+// lane's chunks in order (per 32-block for quantized weights, then scaled), the K%8 tail, then
 // subgroupAdd. Accumulators are scalars (one per output):
 // vec4 accumulators quadruple register pressure and spill badly on lavapipe's 8-wide SIMD. The ALIGNED path (vec4 texel reads) and
 // the scalar path perform the same arithmetic, and TM/TN only choose which outputs share loads, so
@@ -122,7 +122,13 @@ void main() {
       float d = load_block(pc.w_off + wr[n] * pc.w_row + c * BLOCK_BYTES, q);
       [[unroll]] for (uint t = 0u; t < TM; ++t) {
         float b = 0.0;
-        [[unroll]] for (uint s = 0u; s < 8u; ++s) b += dot(q[s], xv[t * 8u + s]);
+        [[unroll]] for (uint s = 0u; s < 8u; ++s) {
+          vec4 xs = xv[t * 8u + s];
+          b = fma(q[s].x, xs.x, b);
+          b = fma(q[s].y, xs.y, b);
+          b = fma(q[s].z, xs.z, b);
+          b = fma(q[s].w, xs.w, b);
+        }
         acc[t * TN + n] = fma(d, b, acc[t * TN + n]);
       }
     }
