@@ -33,9 +33,12 @@ void record_attention(const OpEnv& e) {
   const int64_t S = seqs.desc.ne[0], MB = bt.desc.ne[1];
   if (!N || !Hq) return;
   const uint32_t ls = e.dev.policy().row_local_size;
+  // Whole 8-dim groups per lane when rows are 16-byte aligned (one or two texels per group).
+  const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0 &&
+                   Dk / 8 <= 8 * static_cast<int64_t>(ls) && Dv / 8 <= 8 * static_cast<int64_t>(ls);
   const Pipeline& p = e.pipeline("attention",
                                  {Bind::storage, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage},
-                                 {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype)});
+                                 {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u});
   float scale = n.params.scale != 0.0f ? n.params.scale : 1.0f / std::sqrt(static_cast<float>(Dk));
   uint32_t ke = kc.desc.dtype == DType::f32 ? 4 : 2, ve = vc.desc.dtype == DType::f32 ? 4 : 2;
   uint32_t gy = 1, gx = row_groups(e, static_cast<uint64_t>(N * Hq), gy);
