@@ -42,8 +42,10 @@ void load8(usamplerBuffer buf, uint dt, uint e, out vec4 lo, out vec4 hi) {
     hi = uintBitsToFloat(uvec4(t.z << 16, t.z & 0xffff0000u, t.w << 16, t.w & 0xffff0000u));
     return;
   }
-  lo = vec4(kv_f16x2(t.x), kv_f16x2(t.y));
-  hi = vec4(kv_f16x2(t.z), kv_f16x2(t.w));
+  // unpackHalf2x16 here: the integer widening used in matmul.comp gave wrong results in this
+  // kernel on lavapipe 22.3 for long f16 decodes (KILN_BACKEND_OPS_LONG=1, kv 8192, D 256).
+  lo = vec4(unpackHalf2x16(t.x), unpackHalf2x16(t.y));
+  hi = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
 }
 
 void main_vec(uint t, uint h, uint lane, uint ob, int seq, int pos) {
