@@ -5,6 +5,8 @@
 
 #include <kiln/kiln_plugin.h>
 
+#include "core/half.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -37,15 +39,10 @@ bool is_quantized(DType t);
 kiln_dtype to_kiln_dtype(DType t);
 const char* kiln_dtype_name(uint32_t t);
 
-float f16_to_f32(uint16_t h);
-uint16_t f32_to_f16(float f);
-inline float bf16_to_f32(uint16_t h) {
-  uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  __builtin_memcpy(&f, &u, 4);
-  return f;
-}
-uint16_t f32_to_bf16(float f);  ///< round to nearest even
+using kiln::bf16_to_f32;  // core/half.hpp
+using kiln::f16_to_f32;
+using kiln::f32_to_bf16;
+using kiln::f32_to_f16;
 
 /**
  * Converts `n` elements of `src` (any floating or quantized type) to F32. Returns false for types

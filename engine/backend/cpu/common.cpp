@@ -11,58 +11,6 @@
 
 namespace kiln::backend::cpu {
 
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalize
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400u)) {
-        mant <<= 1;
-        --exp;
-      }
-      bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  const uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
-  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to infinity
-  if (ax < 0x38800000u) {  // subnormal or zero in f16: scale into place, round to nearest even
-    float a;
-    std::memcpy(&a, &ax, 4);
-    const float r = std::nearbyint(a * 16777216.0f);  // a / 2^-24
-    return static_cast<uint16_t>(sign | static_cast<uint16_t>(r));
-  }
-  const uint32_t mant_odd = (ax >> 13) & 1u;
-  const uint32_t rounded = ax + 0xfffu + mant_odd;
-  return static_cast<uint16_t>(sign | static_cast<uint16_t>((rounded - (112u << 23)) >> 13));
-}
-
-uint16_t f32_to_bf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
-}
-
 void row_to_f32(DType t, const std::byte* src, int64_t n, float* dst) {
   switch (t) {
     case DType::f32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;

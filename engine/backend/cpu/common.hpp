@@ -3,6 +3,7 @@
 #pragma once
 
 #include "backend/backend.hpp"
+#include "core/half.hpp"
 
 #include <cstdint>
 #include <cstring>
@@ -17,15 +18,10 @@ inline std::byte* bytes_of(const TensorRef& t) {
 inline float* f32_of(const TensorRef& t) { return reinterpret_cast<float*>(bytes_of(t)); }
 inline int32_t* i32_of(const TensorRef& t) { return reinterpret_cast<int32_t*>(bytes_of(t)); }
 
-float f16_to_f32(uint16_t h);
-uint16_t f32_to_f16(float f);  ///< round to nearest even
-inline float bf16_to_f32(uint16_t h) {
-  uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint16_t f32_to_bf16(float f);  ///< round to nearest even
+using kiln::bf16_to_f32;  // core/half.hpp
+using kiln::f16_to_f32;
+using kiln::f32_to_bf16;
+using kiln::f32_to_f16;
 
 /** Converts one row of `n` elements of dtype `t` (any float or quantized type) to f32. */
 void row_to_f32(DType t, const std::byte* src, int64_t n, float* dst);
