@@ -18,8 +18,12 @@ int run(const std::vector<std::string>& argv) {
              config.file.empty() ? "(none)" : config.file, registry.components().size());
   for (const auto& m : config.models) fmt::print(stderr, "kiln serve: model '{}' at {}\n", m.name, m.path);
   fmt::print(stderr,
-             "kiln serve: the HTTP server is not built yet. Today kiln provides: plugins, config check.\n"
-             "            Serving (OpenAI-compatible API) arrives with the serving work; nothing is listening.\n");
+             "kiln serve: the HTTP server is not built yet; nothing is listening. Serving (the\n"
+             "            OpenAI-compatible API) arrives with the serving work.\n");
+  if (!config.models.empty())
+    fmt::print(stderr, "kiln serve: meanwhile, try: kiln generate --model {} --prompt \"Once upon a time\" "
+                       "--max-tokens 64\n",
+               config.models.front().path);
   return 3;
 }
 
