@@ -20,25 +20,6 @@
 namespace kiln::cli {
 namespace {
 
-bool parse_ids(const std::string& text, std::vector<int32_t>* out) {
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t end = text.find(',', i);
-    if (end == std::string::npos) end = text.size();
-    try {
-      size_t used = 0;
-      const std::string item = text.substr(i, end - i);
-      const long v = std::stol(item, &used);
-      if (used != item.size() || v < 0 || v > INT32_MAX) return false;
-      out->push_back(static_cast<int32_t>(v));
-    } catch (...) {
-      return false;
-    }
-    i = end + 1;
-  }
-  return !out->empty();
-}
-
 template <class T>
 bool number(const Args& a, const char* name, T* out) {
   if (!a.has(name)) return true;
@@ -92,7 +73,7 @@ int run(const std::vector<std::string>& argv) {
     return usage_error("generate", "--max-tokens/--top-k/--seed take integers, --temperature/--top-p numbers");
   if (args.has("--temperature")) temperature = t;
   std::vector<int32_t> prompt;
-  if (args.has("--prompt-ids") && !parse_ids(args.value("--prompt-ids"), &prompt))
+  if (args.has("--prompt-ids") && !parse_id_list(args.value("--prompt-ids"), &prompt))
     return usage_error("generate", "--prompt-ids must be comma-separated non-negative integers");
   try {
     Config config = load_config_or_empty(args.value("--config"));

@@ -11,25 +11,6 @@
 namespace kiln::cli {
 namespace {
 
-bool parse_ids(const std::string& text, std::vector<int32_t>* out) {
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t end = text.find(',', i);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(i, end - i);
-    try {
-      size_t used = 0;
-      const long v = std::stol(item, &used);
-      if (used != item.size() || v < 0 || v > INT32_MAX) return false;
-      out->push_back(static_cast<int32_t>(v));
-    } catch (...) {
-      return false;
-    }
-    i = end + 1;
-  }
-  return !out->empty();
-}
-
 void print_row(const float* v, size_t n) {
   std::string s = "[";
   for (size_t i = 0; i < n; ++i) s += fmt::format("{}{}", i ? "," : "", v[i]);
@@ -42,7 +23,7 @@ int run(const std::vector<std::string>& argv) {
   if (!args.ok()) return usage_error("logits", args.error());
   if (!args.has("--model") || !args.has("--ids")) return usage_error("logits", "--model and --ids are required");
   std::vector<int32_t> ids;
-  if (!parse_ids(args.value("--ids"), &ids))
+  if (!parse_id_list(args.value("--ids"), &ids))
     return usage_error("logits", "--ids must be comma-separated non-negative integers, e.g. --ids 1,5,7,2");
   try {
     Config config = load_config_or_empty(args.value("--config"));
