@@ -1,15 +1,15 @@
 // OpGraph: building, running on a device with poisoned intermediates, and comparing.
 #include "op_harness.hpp"
 
-#include "backend/cpu/common.hpp"
-#include "graph/allocator.hpp"
-#include "graph/lower.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+
+#include "backend/cpu/common.hpp"
+#include "graph/allocator.hpp"
+#include "graph/lower.hpp"
 
 namespace kiln::test {
 namespace {
@@ -21,12 +21,15 @@ std::vector<std::byte> as_bytes(const std::vector<T>& v) {
   return b;
 }
 
-TensorDesc desc_of(DType t, std::initializer_list<int64_t> shape) { return TensorDesc(t, shape); }
+TensorDesc desc_of(DType t, std::initializer_list<int64_t> shape) {
+  return TensorDesc(t, shape);
+}
 
 float half_to_float(uint16_t h) {  // independent of the backend's converter
   const int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-  float v = e == 0 ? std::ldexp(static_cast<float>(m), -24)
-                   : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(static_cast<float>(1024 + m), e - 25);
+  float v = e == 0    ? std::ldexp(static_cast<float>(m), -24)
+            : e == 31 ? (m ? NAN : INFINITY)
+                      : std::ldexp(static_cast<float>(1024 + m), e - 25);
   return s ? -v : v;
 }
 
@@ -48,7 +51,8 @@ std::vector<float> to_floats(DType t, const std::vector<std::byte>& b, int64_t n
 
 }  // namespace
 
-uint32_t OpGraph::external(graph::TensorKind kind, std::string name, const TensorDesc& d, std::vector<std::byte> bytes) {
+uint32_t OpGraph::external(graph::TensorKind kind, std::string name, const TensorDesc& d,
+                           std::vector<std::byte> bytes) {
   if (bytes.size() != d.bytes()) throw std::runtime_error("test bug: data size does not match " + d.str());
   const uint32_t t = graph_.add_external(kind, std::move(name), d);
   data_.resize(t + 1);
@@ -90,6 +94,15 @@ uint32_t OpGraph::weight(DType t, std::initializer_list<int64_t> shape, float sd
   return external(graph::TensorKind::weight, "w", d, std::move(bytes));
 }
 
+uint32_t OpGraph::weight_values(DType t, std::initializer_list<int64_t> shape, const std::vector<float>& values) {
+  const TensorDesc d = desc_of(t, shape);
+  if (static_cast<int64_t>(values.size()) != d.numel() || backend::is_quantized(t))
+    throw std::invalid_argument("weight_values: wrong count, or a quantized dtype");
+  std::vector<std::byte> bytes(d.bytes());
+  backend::cpu::row_from_f32(t, values.data(), d.numel(), bytes.data());
+  return external(graph::TensorKind::weight, "w", d, std::move(bytes));
+}
+
 uint32_t OpGraph::cache(DType t, std::initializer_list<int64_t> shape, bool zero, std::string name) {
   const TensorDesc d = desc_of(t, shape);
   std::vector<float> v(static_cast<size_t>(d.numel()), 0.0f);
@@ -102,7 +115,7 @@ uint32_t OpGraph::cache(DType t, std::initializer_list<int64_t> shape, bool zero
 }
 
 uint32_t OpGraph::cache_values(DType t, std::initializer_list<int64_t> shape, const std::vector<float>& values,
-                              std::string name) {
+                               std::string name) {
   const TensorDesc d = desc_of(t, shape);
   if (static_cast<int64_t>(values.size()) != d.numel()) throw std::runtime_error("test bug: cache_values size");
   std::vector<std::byte> bytes(d.bytes());
@@ -132,7 +145,7 @@ std::vector<Output> OpGraph::run(Device& device) const {
     if (x.kind == graph::TensorKind::intermediate) continue;
     const auto usage = x.kind == graph::TensorKind::weight  ? backend::BufferUsage::weights
                        : x.kind == graph::TensorKind::cache ? backend::BufferUsage::state
-                                                             : backend::BufferUsage::activations;
+                                                            : backend::BufferUsage::activations;
     externals[t] = device.allocate(std::max<size_t>(x.desc.bytes(), 1), usage);
     externals[t]->upload(0, data_[t].data(), data_[t].size());
   }

@@ -4,9 +4,6 @@
 // before every run, so an element a kernel forgot to write fails the NaN check.
 #pragma once
 
-#include "backend/backend.hpp"
-#include "graph/graph.hpp"
-
 #include <cstdint>
 #include <initializer_list>
 #include <ostream>
@@ -14,9 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
+#include "graph/graph.hpp"
+
 namespace kiln::backend {
 /** gtest prints a device parameter by id, so test names are stable across runs. */
-inline void PrintTo(Device* d, std::ostream* os) { *os << (d ? d->info().id : "null"); }
+inline void PrintTo(Device* d, std::ostream* os) {
+  *os << (d ? d->info().id : "null");
+}
 }  // namespace kiln::backend
 
 namespace kiln::test {
@@ -26,10 +28,10 @@ using backend::DType;
 using backend::TensorDesc;
 
 struct Output {
-  std::string what;            ///< "out 0" or the cache/state tensor's name
+  std::string what;  ///< "out 0" or the cache/state tensor's name
   DType dtype = DType::f32;
-  std::vector<float> f;        ///< float outputs (f16/bf16 caches converted)
-  std::vector<int32_t> i;      ///< i32 outputs
+  std::vector<float> f;    ///< float outputs (f16/bf16 caches converted)
+  std::vector<int32_t> i;  ///< i32 outputs
 };
 
 class OpGraph {
@@ -42,6 +44,8 @@ class OpGraph {
   uint32_t i32(std::initializer_list<int64_t> shape, const std::vector<int32_t>& values);
   /** Random weight N(0, sd²)-ish (uniform, same variance) stored as `t` (quantized as GGUF does). */
   uint32_t weight(DType t, std::initializer_list<int64_t> shape, float sd = 0.5f);
+  /** A weight with the given values, rounded to `t` (f32, f16 or bf16). */
+  uint32_t weight_values(DType t, std::initializer_list<int64_t> shape, const std::vector<float>& values);
   /** A writable cache/state tensor with random (or zero) initial contents. */
   uint32_t cache(DType t, std::initializer_list<int64_t> shape, bool zero = false, std::string name = "cache");
   /** A writable cache/state tensor with the given initial contents. */

@@ -27,8 +27,8 @@ vk::VulkanDevice* registry_device() {
   return nullptr;
 }
 
-#define REQUIRE_VULKAN(dev)                                                                         \
-  vk::VulkanDevice* dev = registry_device();                                                        \
+#define REQUIRE_VULKAN(dev)                  \
+  vk::VulkanDevice* dev = registry_device(); \
   if (!dev) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers for lavapipe); skipping"
 
 /** Buffers for hand-built bound graphs (kept alive for the test). */
@@ -251,6 +251,51 @@ TEST(Vulkan, MatmulRowsAreBitwiseTheSameInEveryTile) {
   }
 }
 
+TEST(Vulkan, MatmulKeepsInfAndNanOfHalfWeights) {
+  // matmul.comp converts f16 with a fast path that turns exponent-31 halves into finite values
+  // and redoes only the lanes that met one: inf/NaN must come out exactly as IEEE says, and the
+  // other outputs of the same tile (and lane) must be unaffected. Also the largest/smallest normal.
+  REQUIRE_VULKAN(dev);
+  Device* cpu_dev = backend::Registry::instance().find("cpu");
+  ASSERT_NE(cpu_dev, nullptr);
+  Device& cpu = *cpu_dev;
+  for (DType t : {DType::f16, DType::bf16}) {
+    for (int64_t K : {136, 45}) {  // the aligned (texel) and the scalar read paths
+      const int64_t M = 24;
+      std::vector<float> w(static_cast<size_t>(M * K)), x(static_cast<size_t>(K));
+      for (size_t i = 0; i < w.size(); ++i) w[i] = std::cos(static_cast<float>(i) * 0.61f) * 0.25f;
+      for (size_t i = 0; i < x.size(); ++i) x[i] = 0.5f + 0.25f * std::sin(static_cast<float>(i));  // > 0
+      w[3 * K + 10] = INFINITY;
+      w[7 * K + 20] = -INFINITY;
+      w[11 * K + 30] = NAN;
+      w[12 * K + 5] = INFINITY;  // +inf and -inf in one row: NaN
+      w[12 * K + 40] = -INFINITY;
+      w[13 * K + 1] = 65504.0f;  // largest normal half (f16 exponent 30)
+      w[13 * K + 2] = -65504.0f;
+      w[14 * K + 3] = 6.103515625e-05f;  // smallest normal half
+      auto run = [&](Device& d) {
+        OpGraph g;
+        g.output(g.op(KILN_OP_MATMUL, {g.f32_values({1, K}, x), g.weight_values(t, {M, K}, w)}));
+        return g.run(d)[0].f;
+      };
+      auto got = run(*dev), ref = run(cpu);
+      ASSERT_EQ(got.size(), static_cast<size_t>(M));
+      std::string what = std::string(backend::dtype_name(t)) + " K=" + std::to_string(K);
+      EXPECT_EQ(got[3], INFINITY) << what;
+      EXPECT_EQ(got[7], -INFINITY) << what;
+      EXPECT_TRUE(std::isnan(got[11])) << what;
+      EXPECT_TRUE(std::isnan(got[12])) << what;
+      for (int64_t m = 0; m < M; ++m) {
+        if (m == 3 || m == 7 || m == 11 || m == 12) continue;
+        ASSERT_TRUE(std::isfinite(got[static_cast<size_t>(m)])) << what << " row " << m;
+        EXPECT_NEAR(got[static_cast<size_t>(m)], ref[static_cast<size_t>(m)],
+                    1e-5 * (1 + std::fabs(ref[static_cast<size_t>(m)])))
+            << what << " row " << m;
+      }
+    }
+  }
+}
+
 TEST(Vulkan, AFenceTimeoutIsADeviceErrorAndLosesTheDevice) {
   REQUIRE_VULKAN(dev);
   setenv("KILN_VULKAN_TIMEOUT_S", "0.000001", 1);
@@ -311,10 +356,11 @@ TEST(Vulkan, ImportedHostMemoryIsReadZeroCopy) {
     Bufs b;
     std::vector<int32_t> ids = {5, 0};
     backend::BoundGraph g;
-    g.nodes.push_back(node(KILN_OP_GET_ROWS,
-                           {backend::TensorRef{buf.get(), 0, TensorDesc(DType::f32, {static_cast<int64_t>(bytes / 64), 16})},
-                            b.make(*dev, TensorDesc(DType::i32, {2}), ids.data())},
-                           b.make(*dev, TensorDesc(DType::f32, {2, 16}))));
+    g.nodes.push_back(
+        node(KILN_OP_GET_ROWS,
+             {backend::TensorRef{buf.get(), 0, TensorDesc(DType::f32, {static_cast<int64_t>(bytes / 64), 16})},
+              b.make(*dev, TensorDesc(DType::i32, {2}), ids.data())},
+             b.make(*dev, TensorDesc(DType::f32, {2, 16}))));
     dev->compute(g);
     std::vector<float> out(32);
     g.nodes[0].dst.buffer->download(0, out.data(), 128);
@@ -393,8 +439,10 @@ TEST(Vulkan, NoDriverIsAClearMessage) {
     EXPECT_NE(m.find("[vulkan]"), std::string::npos) << m;
     EXPECT_TRUE(m.find("driver") != std::string::npos || m.find("device") != std::string::npos) << m;
   }
-  if (old) setenv("VK_DRIVER_FILES", saved.c_str(), 1);
-  else unsetenv("VK_DRIVER_FILES");
+  if (old)
+    setenv("VK_DRIVER_FILES", saved.c_str(), 1);
+  else
+    unsetenv("VK_DRIVER_FILES");
 }
 
 TEST(Vulkan, UnknownDeviceNameListsDevices) {

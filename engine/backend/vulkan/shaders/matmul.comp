@@ -11,6 +11,7 @@
 // the scalar path perform the same arithmetic, and TM/TN only choose which outputs share loads, so
 // a row's result is bitwise the same alone or in any batch (docs/backend.md §5).
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_vote : require
 #extension GL_EXT_control_flow_attributes : enable
 
 layout(local_size_x_id = 0) in;
@@ -25,16 +26,25 @@ layout(set = 0, binding = 0) uniform samplerBuffer X;  // RGBA32F
 layout(std430, set = 0, binding = 2) readonly buffer Ids { int ids[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer Y { float y[]; };
 #if defined(WT_F16)
-// Two f16 in one word -> f32, exactly: the 15 magnitude bits shifted into an f32 and scaled by
-// 2^112 re-bias normals (subnormal halves may be flushed to 0 where the device flushes f32
-// denormals; weights that small do not matter); exponent 31 is inf/NaN.
-// (unpackHalf2x16 and RGBA16F views were both slower on lavapipe.)
-float f16_one(uint h) {
-  uint m = h & 0x7fffu;
-  float f = m >= 0x7c00u ? uintBitsToFloat(0x7f800000u | ((m & 0x3ffu) << 13)) : uintBitsToFloat(m << 13) * uintBitsToFloat(0x77800000u);
-  return (h & 0x8000u) != 0u ? -f : f;
+// Two f16 in one word -> f32 in 5 ops per pair: this conversion is the cost of f16 GEMV on
+// lavapipe (unpackHalf2x16 and RGBA16F views were both slower). An arithmetic shift by 3 moves a
+// half's exponent and mantissa into the low bits of an f32's and copies its sign into bits
+// 31..28; the mask keeps the sign in bit 31; scaling by 2^112 re-biases the exponent (exact for
+// normals; subnormal halves may be flushed to 0 where the device flushes f32 denormals).
+// Exponent 31 (inf/NaN) comes out finite here, so every word also sets bit 15 / 31 of
+// `f16_special` when its low / high half has exponent 31, and main() redoes such a lane exactly.
+uint f16_special = 0u;
+vec2 f16x2(uint w) {
+  f16_special |= (w & 0x7c007c00u) + 0x04000400u;
+  uvec2 b = uvec2(ivec2(int(w << 16), int(w)) >> 3) & 0x8fffe000u;
+  return uintBitsToFloat(b) * uintBitsToFloat(0x77800000u);
 }
-vec2 f16x2(uint w) { return vec2(f16_one(w & 0xffffu), f16_one(w >> 16)); }
+// The same with exponent 31 mapped to the f32 exponent 255 (inf/NaN kept): ~4 more ops per half.
+vec2 f16x2_exact(uint w) {
+  uvec2 b = uvec2(ivec2(int(w << 16), int(w)) >> 3) & 0x8fffe000u;
+  b |= mix(uvec2(0u), uvec2(0x7f800000u), equal(b & 0x0f800000u, uvec2(0x0f800000u)));
+  return uintBitsToFloat(b) * uintBitsToFloat(0x77800000u);
+}
 #endif
 
 layout(push_constant) uniform PC {
@@ -60,7 +70,8 @@ vec4 x4(uint row, uint e) {
 
 #if !defined(WT_QUANT)
 // 8 weights of row `wr` starting at element e (e % 8 == 0).
-void w8(uint wr, uint e, out vec4 lo, out vec4 hi) {
+// exact: the f16 redo of lanes that met inf/NaN (see f16x2).
+void w8(uint wr, uint e, bool exact, out vec4 lo, out vec4 hi) {
   uint i = pc.w_off + wr * pc.K + e;
 #if defined(WT_F32)
   if (ALIGNED) {
@@ -71,7 +82,12 @@ void w8(uint wr, uint e, out vec4 lo, out vec4 hi) {
 #elif defined(WT_F16)
   if (ALIGNED) {  // 8 halves per RGBA32UI texel, widened with integer ops (see f16x2)
     uvec4 t = texelFetch(W, int(i >> 3));
-    vec2 a = f16x2(t.x), b = f16x2(t.y), c = f16x2(t.z), d = f16x2(t.w);
+    vec2 a, b, c, d;
+    if (exact) {
+      a = f16x2_exact(t.x), b = f16x2_exact(t.y), c = f16x2_exact(t.z), d = f16x2_exact(t.w);
+    } else {
+      a = f16x2(t.x), b = f16x2(t.y), c = f16x2(t.z), d = f16x2(t.w);
+    }
     lo = vec4(a, b);
     hi = vec4(c, d);
     return;
@@ -88,6 +104,32 @@ void w8(uint wr, uint e, out vec4 lo, out vec4 hi) {
 #endif
   lo = vec4(w_scalar(i), w_scalar(i + 1u), w_scalar(i + 2u), w_scalar(i + 3u));
   hi = vec4(w_scalar(i + 4u), w_scalar(i + 5u), w_scalar(i + 6u), w_scalar(i + 7u));
+}
+#endif
+
+float acc[TM * TN];  // the tile's outputs, row-major (TM x TN)
+
+#if !defined(WT_QUANT)
+// One 8-element K-chunk of every output in the tile, added to acc in a fixed order.
+void chunk(uint c, uint xrow[TM], uint wr[TN], bool exact) {
+  // Hold the TN weight chunks, stream the TM activation chunks: 8·TN + 8 + TM·TN live floats.
+  vec4 wl[TN], wh[TN];
+  [[unroll]] for (uint n = 0u; n < TN; ++n) w8(wr[n], c * 8u, exact, wl[n], wh[n]);
+  [[unroll]] for (uint t = 0u; t < TM; ++t) {
+    vec4 xl = x4(xrow[t], c * 8u), xh = x4(xrow[t], c * 8u + 4u);
+    [[unroll]] for (uint n = 0u; n < TN; ++n) {
+      // 8 chained FMAs (15 ops as two dot products): the same chain in every tile.
+      float a = acc[t * TN + n];
+      a = fma(wl[n].x, xl.x, a);
+      a = fma(wl[n].y, xl.y, a);
+      a = fma(wl[n].z, xl.z, a);
+      a = fma(wl[n].w, xl.w, a);
+      a = fma(wh[n].x, xh.x, a);
+      a = fma(wh[n].y, xh.y, a);
+      a = fma(wh[n].z, xh.z, a);
+      acc[t * TN + n] = fma(wh[n].w, xh.w, a);
+    }
+  }
 }
 #endif
 
@@ -108,7 +150,6 @@ void main() {
   uint wr[TN];
   [[unroll]] for (uint n = 0u; n < TN; ++n) wr[n] = wbase + min(m0 + n, pc.M - 1u);
 
-  float acc[TM * TN];
   [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = 0.0;
 
 #if defined(WT_QUANT)
@@ -135,26 +176,16 @@ void main() {
   }
 #else
   uint nchunks = pc.K / 8u;
-  for (uint c = lane; c < nchunks; c += SG) {
-    // Hold the TN weight chunks, stream the TM activation chunks: 8·TN + 8 + TM·TN live floats.
-    vec4 wl[TN], wh[TN];
-    [[unroll]] for (uint n = 0u; n < TN; ++n) w8(wr[n], c * 8u, wl[n], wh[n]);
-    [[unroll]] for (uint t = 0u; t < TM; ++t) {
-      vec4 xl = x4(xrow[t], c * 8u), xh = x4(xrow[t], c * 8u + 4u);
-      [[unroll]] for (uint n = 0u; n < TN; ++n) {
-        // 8 chained FMAs (15 ops as two dot products): the same chain in every tile.
-        float a = acc[t * TN + n];
-        a = fma(wl[n].x, xl.x, a);
-        a = fma(wl[n].y, xl.y, a);
-        a = fma(wl[n].z, xl.z, a);
-        a = fma(wl[n].w, xl.w, a);
-        a = fma(wh[n].x, xh.x, a);
-        a = fma(wh[n].y, xh.y, a);
-        a = fma(wh[n].z, xh.z, a);
-        acc[t * TN + n] = fma(wh[n].w, xh.w, a);
-      }
-    }
+  for (uint c = lane; c < nchunks; c += SG) chunk(c, xrow, wr, false);
+#if defined(WT_F16)
+  // A lane that met an inf/NaN half redoes its chunks with the exact converter (rare: only
+  // broken weights have them, so the branch is almost always uniformly skipped).
+  bool redo = (f16_special & 0x80008000u) != 0u;
+  if (subgroupAny(redo)) {
+    [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = redo ? 0.0 : acc[i];
+    for (uint c = redo ? lane : nchunks; c < nchunks; c += SG) chunk(c, xrow, wr, true);
   }
+#endif
 #endif
 
   [[unroll]] for (uint t = 0u; t < TM; ++t) {
