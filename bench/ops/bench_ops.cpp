@@ -3,6 +3,7 @@
 // the same run, printing time, GB/s or GFLOP/s and the ratio to those limits.
 //
 //   bench_ops [--quick] [--no-gemm] [--no-gemv] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N]
+//             [--shape MxK]   (GEMV/GEMM weight shape; default 4096x4096)
 //
 // Wall time of Device::compute() (record + submit + fence wait, i.e. what the engine pays) after a
 // warm-up (the first dispatch of a pipeline includes lavapipe's JIT): median and best of the timed
@@ -26,7 +27,9 @@ using backend::DType;
 
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 std::vector<uint8_t> random_weights(DType t, int64_t M, int64_t K, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -41,7 +44,8 @@ std::vector<uint8_t> random_weights(DType t, int64_t M, int64_t K, uint32_t seed
     for (size_t i = 0; i < bytes / 4; ++i) f[i] = u(rng);
   } else if (t == DType::f16 || t == DType::bf16) {
     auto* h = reinterpret_cast<uint16_t*>(w.data());
-    for (size_t i = 0; i < bytes / 2; ++i) h[i] = static_cast<uint16_t>(t == DType::f16 ? (0x3800 | (h[i] & 0x83ff)) : (0x3f00 | (h[i] & 0x807f)));
+    for (size_t i = 0; i < bytes / 2; ++i)
+      h[i] = static_cast<uint16_t>(t == DType::f16 ? (0x3800 | (h[i] & 0x83ff)) : (0x3f00 | (h[i] & 0x807f)));
   } else {
     size_t bb = t == DType::q8_0 ? 34 : 18;
     for (size_t b = 0; b < bytes; b += bb) {
@@ -102,15 +106,24 @@ int main(int argc, char** argv) {
   bool quick = false, gemm = true, gemv = true;
   std::string only;  // --dtype NAME: one weight dtype
   int reps = 20;
+  int64_t M = 4096, K = 4096;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--quick") quick = true;
-    else if (a == "--no-gemm") gemm = false;
-    else if (a == "--no-gemv") gemv = false;
-    else if (a == "--dtype" && i + 1 < argc) only = argv[++i];
-    else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: bench_ops [--quick] [--no-gemm] [--no-gemv] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N]\n");
+    if (a == "--quick")
+      quick = true;
+    else if (a == "--no-gemm")
+      gemm = false;
+    else if (a == "--no-gemv")
+      gemv = false;
+    else if (a == "--dtype" && i + 1 < argc)
+      only = argv[++i];
+    else if (a == "--reps" && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
+    else if (a == "--shape" && i + 1 < argc && std::sscanf(argv[++i], "%ldx%ld", &M, &K) == 2 && M > 0 && K > 0) {
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_ops [--quick] [--no-gemm] [--no-gemv] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N] "
+                   "[--shape MxK]\n");
       return 2;
     }
   }
@@ -132,7 +145,7 @@ int main(int argc, char** argv) {
               triad, fma);
 
   const std::vector<DType> types = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0};
-  const int64_t M = 4096, K = 4096;
+  const std::string shape = std::to_string(M) + "x" + std::to_string(K);
   std::printf("%-26s %-6s %15s %10s %10s %10s %9s %8s\n", "op", "dtype", "best/median ms", "GB/s", "GFLOP/s", "limit",
               "of limit", "target");
   for (DType t : types) {
@@ -142,8 +155,9 @@ int main(int argc, char** argv) {
     double bytes = static_cast<double>(M) * static_cast<double>(backend::row_bytes(t, K)) + (K + M) * 4.0;
     double gbs = bytes / (r.best_ms / 1e3) / 1e9, gf = 2.0 * M * K / (r.best_ms / 1e3) / 1e9;
     double ratio = gbs / triad;
-    std::printf("%-26s %-6s %7.2f/%-7.2f %10.2f %10.2f %6.1f GB/s %8.1f%% %8s\n", "GEMV 1x4096x4096",
-                backend::dtype_name(t), r.best_ms, r.ms, gbs, gf, triad, 100 * ratio, ratio >= 0.45 ? "ok>=45%" : "<45%");
+    std::printf("%-26s %-6s %7.2f/%-7.2f %10.2f %10.2f %6.1f GB/s %8.1f%% %8s\n", ("GEMV 1x" + shape).c_str(),
+                backend::dtype_name(t), r.best_ms, r.ms, gbs, gf, triad, 100 * ratio,
+                ratio >= 0.45 ? "ok>=45%" : "<45%");
     std::fflush(stdout);
   }
   if (gemm) {
@@ -154,7 +168,7 @@ int main(int argc, char** argv) {
       Result r = run_matmul(*dev, t, R, M, K, 1, quick ? 1 : 3);
       double gf = 2.0 * static_cast<double>(R) * M * K / (r.best_ms / 1e3) / 1e9;
       double ratio = gf / fma;
-      std::string name = "GEMM " + std::to_string(R) + "x4096x4096";
+      std::string name = "GEMM " + std::to_string(R) + "x" + shape;
       std::printf("%-26s %-6s %7.0f/%-7.0f %10s %10.2f %5.0f GFLOP %8.1f%% %8s\n", name.c_str(), backend::dtype_name(t),
                   r.best_ms, r.ms, "-", gf, fma, 100 * ratio, ratio >= 0.08 ? "ok>=8%" : "<8%");
       std::fflush(stdout);

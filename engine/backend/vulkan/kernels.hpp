@@ -14,6 +14,9 @@ struct MatmulPlan {
   uint32_t tm = 1;          ///< activation rows per workgroup
   uint32_t tn = 8;          ///< weight rows per workgroup
   bool aligned = false;     ///< vec4 / 8-half texel reads (K % 8 == 0 and 16-byte aligned operands)
+  /** Weight rows of one tile are this far apart (consecutive workgroups take the rows in
+   *  between). See KernelPolicy::matmul: it keeps short rows in separate prefetch streams. */
+  uint32_t row_stride = 1;
 };
 
 struct KernelPolicy {
@@ -29,7 +32,9 @@ struct KernelPolicy {
   uint64_t texel_reach = 0;
 
   /** R activation rows, K reduction length; operands' 16-byte alignment as computed by the op. */
-  MatmulPlan matmul(backend::DType w, int64_t R, int64_t K, bool operands_aligned, bool moe) const;
+  MatmulPlan matmul(backend::DType w, int64_t R, int64_t M, int64_t K, bool operands_aligned, bool moe) const;
+  /** lavapipe (a CPU): per-workgroup costs matter, occupancy does not. */
+  bool cpu_device = false;
 };
 
 KernelPolicy choose_policy(const DeviceInfo& d);

@@ -57,7 +57,7 @@ void record_matmul(const OpEnv& e) {
     // Operand alignment for vec4 / 8-wide texel reads (bindings start 256-byte aligned).
     bool aligned = x.offset % 16 == 0 && K % 8 == 0;
     if (!quant) aligned = aligned && ws.offset % 16 == 0;
-    MatmulPlan plan = e.dev.policy().matmul(wt, R, K, aligned, moe);
+    MatmulPlan plan = e.dev.policy().matmul(wt, R, mb, K, aligned, moe);
     uint32_t esize = wt == DType::f32 ? 4 : 2;
     // 16-byte texels everywhere (largest reach); the scalar path picks components out of them.
     VkFormat xf = VK_FORMAT_R32G32B32A32_SFLOAT;
@@ -66,7 +66,8 @@ void record_matmul(const OpEnv& e) {
     uint32_t moe_mode = moe ? (x.desc.ndim == 2 ? 1u : 2u) : 0u;
     std::vector<Bind> binds = {Bind::texel, Bind::texel, Bind::storage, Bind::storage};
     std::vector<Arg> args = {e.tex(x, xf), e.tex(ws, wf), moe ? e.ssbo(n.src[2]) : e.ssbo(x), e.ssbo(ys, true)};
-    const Pipeline& p = e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode});
+    const Pipeline& p =
+        e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode});
     std::vector<uint32_t> push = {u32(R),
                                   u32(mb),
                                   u32(K),
@@ -76,8 +77,11 @@ void record_matmul(const OpEnv& e) {
                                   u32(static_cast<int64_t>(wrow)),
                                   u32(kslots),
                                   moe ? e.off(n.src[2], 4) : 0u,
-                                  u32(M)};
-    uint64_t gx = (static_cast<uint64_t>(mb) + plan.tn - 1) / plan.tn;
+                                  u32(M),
+                                  plan.row_stride};
+    // Blocks of tn·row_stride weight rows, row_stride workgroups each (matmul.comp).
+    const uint64_t block_rows = static_cast<uint64_t>(plan.tn) * plan.row_stride;
+    uint64_t gx = (static_cast<uint64_t>(mb) + block_rows - 1) / block_rows * plan.row_stride;
     uint64_t tiles = (static_cast<uint64_t>(R) + plan.tm - 1) / plan.tm;
     const DeviceInfo& d = e.dev.context().info();
     if (gx > d.max_groups[0]) e.fail(fmt::format("{} output features exceed the grid limit; split w", mb));

@@ -58,6 +58,7 @@ layout(push_constant) uniform PC {
   uint kslots;   // MoE: experts per token
   uint ids_off;  // elements
   uint ldy;      // elements per output row (M, or the full width when w is a row block)
+  uint ms;       // weight-row stride within a tile (MatmulPlan::row_stride)
 } pc;
 
 float x1(uint i) { return texelFetch(X, int(i >> 2))[i & 3u]; }
@@ -133,22 +134,10 @@ void chunk(uint c, uint xrow[TM], uint wr[TN], bool exact) {
 }
 #endif
 
-void main() {
-  const uint SG = gl_WorkGroupSize.x;
-  uint lane = gl_LocalInvocationID.x;
-  uint m0 = gl_WorkGroupID.x * TN;
-  uint r0 = (gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y) * TM;
-  if (r0 >= pc.R) return;
-
-  uint xrow[TM];
-  [[unroll]] for (uint t = 0u; t < TM; ++t) {
-    uint r = min(r0 + t, pc.R - 1u);
-    xrow[t] = MOE == 1u ? r / pc.kslots : r;
-  }
-  uint wbase = 0u;  // first weight row of this tile's expert
-  if (MOE != 0u) wbase = uint(ids[pc.ids_off + r0]) * pc.M;
+// One TM x TN tile of outputs: rows r0.., weight rows m0, m0 + ms, m0 + 2·ms, ...
+void tile(uint lane, uint SG, uint r0, uint m0, uint ms, uint xrow[TM], uint wbase) {
   uint wr[TN];
-  [[unroll]] for (uint n = 0u; n < TN; ++n) wr[n] = wbase + min(m0 + n, pc.M - 1u);
+  [[unroll]] for (uint n = 0u; n < TN; ++n) wr[n] = wbase + min(m0 + n * ms, pc.M - 1u);
 
   [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = 0.0;
 
@@ -181,6 +170,7 @@ void main() {
   // A lane that met an inf/NaN half redoes its chunks with the exact converter (rare: only
   // broken weights have them, so the branch is almost always uniformly skipped).
   bool redo = (f16_special & 0x80008000u) != 0u;
+  f16_special = 0u;
   if (subgroupAny(redo)) {
     [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = redo ? 0.0 : acc[i];
     for (uint c = redo ? lane : nchunks; c < nchunks; c += SG) chunk(c, xrow, wr, true);
@@ -192,13 +182,36 @@ void main() {
     [[unroll]] for (uint n = 0u; n < TN; ++n) {
       float s = acc[t * TN + n];
 #if !defined(WT_QUANT)
-      // The K % 8 tail: element j goes to lane j % SG, in order.
-      for (uint e = nchunks * 8u + lane; e < pc.K; e += SG)
-        s = fma(w_scalar(pc.w_off + wr[n] * pc.K + e), x1(pc.x_off + xrow[t] * pc.K + e), s);
+      // The K % 8 tail: element j goes to lane j % SG, in order. (ALIGNED implies K % 8 == 0;
+      // compiling the empty loop out matters: lavapipe runs a masked first iteration anyway.)
+      if (!ALIGNED)
+        for (uint e = nchunks * 8u + lane; e < pc.K; e += SG)
+          s = fma(w_scalar(pc.w_off + wr[n] * pc.K + e), x1(pc.x_off + xrow[t] * pc.K + e), s);
 #endif
       float tot = subgroupAdd(s);
-      uint r = r0 + t, m = m0 + n;
+      uint r = r0 + t, m = m0 + n * ms;
       if (lane == 0u && r < pc.R && m < pc.M) y[pc.y_off + r * pc.ldy + m] = tot;
     }
   }
+}
+
+void main() {
+  const uint SG = gl_WorkGroupSize.x;
+  uint lane = gl_LocalInvocationID.x;
+  uint r0 = (gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y) * TM;
+  if (r0 >= pc.R) return;
+
+  uint xrow[TM];
+  [[unroll]] for (uint t = 0u; t < TM; ++t) {
+    uint r = min(r0 + t, pc.R - 1u);
+    xrow[t] = MOE == 1u ? r / pc.kslots : r;
+  }
+  uint wbase = 0u;  // first weight row of this tile's expert
+  if (MOE != 0u) wbase = uint(ids[pc.ids_off + r0]) * pc.M;
+
+  // Workgroups x = b·ms + g (g < ms) share a block of TN·ms weight rows: tile g takes rows
+  // g, g + ms, ..., g + (TN-1)·ms of it (MatmulPlan::row_stride).
+  uint m0 = (gl_WorkGroupID.x / pc.ms) * TN * pc.ms + gl_WorkGroupID.x % pc.ms;
+  if (m0 >= pc.M) return;
+  tile(lane, SG, r0, m0, pc.ms, xrow, wbase);
 }
