@@ -27,22 +27,22 @@ struct Component;
 namespace kiln::model {
 
 struct HostOptions {
-  std::string device;               ///< "" / "auto", "cpu", "vulkan", "vulkan:1" (KILN_DEVICE overrides)
+  std::string device;  ///< "" / "auto", "cpu", "vulkan", "vulkan:1" (KILN_DEVICE overrides)
   bool allow_cpu_fallback = true;
-  CacheConfig cache;                ///< block_tokens and memory (bytes or fraction of device memory)
+  CacheConfig cache;  ///< block_tokens and memory (bytes or fraction of device memory)
   uint32_t kv_dtype = KILN_DTYPE_F32;
-  uint32_t max_context = 0;         ///< 0: the model's, capped at 8192
+  uint32_t max_context = 0;  ///< 0: the model's, capped at 8192
   uint32_t max_seqs = 8;
   uint32_t max_batch_tokens = 2048;
-  bool free_out_of_window = true;   ///< sliding-window layers return old blocks (off: keep; tests)
-  std::vector<std::string> dump;    ///< named intermediates to return from each step
-  bool progress = true;             ///< progress bar on a TTY for big checkpoints
+  bool free_out_of_window = true;  ///< sliding-window layers return old blocks (off: keep; tests)
+  std::vector<std::string> dump;   ///< named intermediates to return from each step
+  bool progress = true;            ///< progress bar on a TTY for big checkpoints
 };
 
 struct LoadStats {
   double seconds = 0;
-  uint64_t weight_bytes = 0;        ///< on the device (imported or uploaded)
-  uint64_t imported_bytes = 0;      ///< of which mapped without a copy
+  uint64_t weight_bytes = 0;    ///< on the device (imported or uploaded)
+  uint64_t imported_bytes = 0;  ///< of which mapped without a copy
   uint64_t cache_bytes = 0;
   uint32_t n_tensors = 0;
 };
@@ -54,9 +54,9 @@ struct HostTensor {
 };
 
 struct StepResult {
-  std::vector<float> logits;        ///< [rows, n_vocab], rows in batch.logits_rows order
+  std::vector<float> logits;  ///< [rows, n_vocab], rows in batch.logits_rows order
   uint32_t rows = 0;
-  std::vector<uint64_t> row_seq;    ///< the sequence of each logits row
+  std::vector<uint64_t> row_seq;  ///< the sequence of each logits row
   std::map<std::string, HostTensor> dumps;
 };
 
@@ -100,6 +100,8 @@ class ModelHost {
   kiln_model_hparams hp_{};
   backend::Device* device_ = nullptr;
   std::map<std::string, std::unique_ptr<Weight>, std::less<>> weights_;
+  /** Device buffers holding the weights: arenas of consecutive tensors, or one imported file range. */
+  std::vector<std::unique_ptr<backend::Buffer>> weight_buffers_;
   std::unique_ptr<cache::KvCache> cache_;
   std::vector<std::unique_ptr<CacheTensors>> layer_cache_;  ///< per layer with own storage, else null
   std::unique_ptr<backend::Buffer> arena_, inputs_;

@@ -3,7 +3,6 @@
 // tensors() below) and the forward graph for a ragged batch (build_graph) — plus the per-layer
 // cache kinds. docs/model-host.md walks through this file as the SDK guide for model authors.
 #include <kiln/plugin.hpp>
-
 #include <string>
 #include <vector>
 
@@ -188,9 +187,10 @@ class LlamaModel : public kiln::Model {
   }
 
   kiln_tensor mlp(kiln::GraphBuilder& g, kiln_tensor h, int l) const {
-    kiln_tensor gate = g.op(KILN_OP_SILU, {g.op(KILN_OP_MATMUL, {h, weight(g, Role::ffn_gate, l)})});
+    // gate and up back to back: a backend may run sibling matmuls (same input) as one dispatch.
+    kiln_tensor gate = g.op(KILN_OP_MATMUL, {h, weight(g, Role::ffn_gate, l)});
     kiln_tensor up = g.op(KILN_OP_MATMUL, {h, weight(g, Role::ffn_up, l)});
-    return g.op(KILN_OP_MATMUL, {g.op(KILN_OP_MUL, {gate, up}), weight(g, Role::ffn_down, l)});
+    return g.op(KILN_OP_MATMUL, {g.op(KILN_OP_MUL, {g.op(KILN_OP_SILU, {gate}), up}), weight(g, Role::ffn_down, l)});
   }
 
   kiln_tensor moe(kiln::GraphBuilder& g, kiln_tensor h, int l, const std::string& pre) const {
@@ -233,10 +233,9 @@ class LlamaModel : public kiln::Model {
   kiln_tensor expert_weight(kiln::GraphBuilder& g, Role r, int l) const {
     const kiln_tensor t = name(r, l).empty() ? 0 : g.weight(name(r, l));
     if (!t)
-      throw kiln::Error(KILN_ERR_NOT_FOUND, "[llama] layer " + std::to_string(l) +
-                                                ": the checkpoint has neither fused expert tensors (" +
-                                                name(Role::moe_gate_up, l) + ") nor per-expert ones (" + name(r, l) +
-                                                ")");
+      throw kiln::Error(KILN_ERR_NOT_FOUND,
+                        "[llama] layer " + std::to_string(l) + ": the checkpoint has neither fused expert tensors (" +
+                            name(Role::moe_gate_up, l) + ") nor per-expert ones (" + name(r, l) + ")");
     return t;
   }
 

@@ -40,9 +40,12 @@ bool profiling() {
 
 backend::DeviceKind kind_of(const DeviceInfo& d) {
   switch (d.type) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return backend::DeviceKind::discrete_gpu;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return backend::DeviceKind::integrated_gpu;
-    default: return backend::DeviceKind::software_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return backend::DeviceKind::discrete_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return backend::DeviceKind::integrated_gpu;
+    default:
+      return backend::DeviceKind::software_gpu;
   }
 }
 
@@ -69,13 +72,15 @@ VulkanBuffer::~VulkanBuffer() {
   if (!dev_.lost()) dev_.allocator().release(alloc_);
 }
 
-backend::Device& VulkanBuffer::device() const { return dev_; }
+backend::Device& VulkanBuffer::device() const {
+  return dev_;
+}
 
 void VulkanBuffer::upload(size_t offset, const void* src, size_t bytes) {
   if (offset > size_ || bytes > size_ - offset)
-    throw BackendError(BackendError::Kind::invalid,
-                       fmt::format("[backend vulkan] upload of {} bytes at {} is outside a {}-byte buffer", bytes,
-                                   offset, size_));
+    throw BackendError(
+        BackendError::Kind::invalid,
+        fmt::format("[backend vulkan] upload of {} bytes at {} is outside a {}-byte buffer", bytes, offset, size_));
   if (!bytes) return;
   if (alloc_.mapped) {
     if (alloc_.imported)
@@ -88,9 +93,9 @@ void VulkanBuffer::upload(size_t offset, const void* src, size_t bytes) {
 
 void VulkanBuffer::download(size_t offset, void* dst, size_t bytes) const {
   if (offset > size_ || bytes > size_ - offset)
-    throw BackendError(BackendError::Kind::invalid,
-                       fmt::format("[backend vulkan] download of {} bytes at {} is outside a {}-byte buffer", bytes,
-                                   offset, size_));
+    throw BackendError(
+        BackendError::Kind::invalid,
+        fmt::format("[backend vulkan] download of {} bytes at {} is outside a {}-byte buffer", bytes, offset, size_));
   if (!bytes) return;
   if (alloc_.mapped) {
     std::memcpy(dst, alloc_.mapped + offset, bytes);
@@ -210,7 +215,9 @@ const Allocation& VulkanDevice::temp_upload(const void* data, size_t bytes) {
   return temps_.back();
 }
 
-backend::Support VulkanDevice::supports_op(const backend::Node& node) const { return vulkan_supports(*this, node); }
+backend::Support VulkanDevice::supports_op(const backend::Node& node) const {
+  return vulkan_supports(*this, node);
+}
 
 void VulkanDevice::compute(const backend::BoundGraph& graph) {
   backend::check_supported(*this, graph);
@@ -239,11 +246,19 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
   } free_temps{this};
   try {
     rec_->begin();
-    for (const backend::Node& n : graph.nodes) {
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+      const backend::Node& n = graph.nodes[i];
       OpEnv e{*this, *rec_, n, flags_};
       switch (n.op) {
-        case KILN_OP_MATMUL:
-        case KILN_OP_MOE_MATMUL: record_matmul(e); break;
+        case KILN_OP_MATMUL: {
+          const size_t k = fusable_matmuls(*this, graph.nodes, i);
+          record_matmul(e, k > 1 ? &graph.nodes[i + 1] : nullptr, k - 1);
+          i += k - 1;
+          break;
+        }
+        case KILN_OP_MOE_MATMUL:
+          record_matmul(e);
+          break;
         case KILN_OP_ADD:
         case KILN_OP_MUL:
         case KILN_OP_SCALE:
@@ -252,22 +267,37 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
         case KILN_OP_SIGMOID:
         case KILN_OP_SOFTPLUS:
         case KILN_OP_SOFTCAP:
-        case KILN_OP_EXP: record_elementwise(e); break;
+        case KILN_OP_EXP:
+          record_elementwise(e);
+          break;
         case KILN_OP_RMS_NORM:
         case KILN_OP_L2_NORM:
-        case KILN_OP_SOFTMAX: record_norm(e); break;
-        case KILN_OP_ROPE: record_rope(e); break;
+        case KILN_OP_SOFTMAX:
+          record_norm(e);
+          break;
+        case KILN_OP_ROPE:
+          record_rope(e);
+          break;
         case KILN_OP_GET_ROWS:
         case KILN_OP_SET_ROWS:
         case KILN_OP_SLICE:
-        case KILN_OP_CONCAT: record_data(e); break;
-        case KILN_OP_ATTENTION: record_attention(e); break;
+        case KILN_OP_CONCAT:
+          record_data(e);
+          break;
+        case KILN_OP_ATTENTION:
+          record_attention(e);
+          break;
         case KILN_OP_CONV1D_CAUSAL:
-        case KILN_OP_GATED_DELTA: record_recurrent(e); break;
+        case KILN_OP_GATED_DELTA:
+          record_recurrent(e);
+          break;
         case KILN_OP_TOP_K:
         case KILN_OP_MOE_WEIGHTS:
-        case KILN_OP_MOE_SUM: record_moe(e); break;
-        default: e.fail("no Vulkan kernel");
+        case KILN_OP_MOE_SUM:
+          record_moe(e);
+          break;
+        default:
+          e.fail("no Vulkan kernel");
       }
     }
     rec_->submit_and_wait();

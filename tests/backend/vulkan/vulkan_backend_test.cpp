@@ -10,10 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <string>
 
 #include "../op_harness.hpp"
 #include "backend/backend.hpp"
+#include "backend/cpu/common.hpp"
 #include "backend/vulkan/device.hpp"
 
 namespace kiln::test {
@@ -291,6 +293,84 @@ TEST(Vulkan, MatmulKeepsInfAndNanOfHalfWeights) {
         EXPECT_NEAR(got[static_cast<size_t>(m)], ref[static_cast<size_t>(m)],
                     1e-5 * (1 + std::fabs(ref[static_cast<size_t>(m)])))
             << what << " row " << m;
+      }
+    }
+  }
+}
+
+TEST(Vulkan, SiblingMatmulsRunAsOneDispatchWithTheSameBits) {
+  // Up to three consecutive MATMULs reading the same x with weights in one buffer (a layer's
+  // q/k/v or gate/up, as the model host packs them) are one dispatch (ops/matmul.cpp). Each
+  // output must be bitwise what the matmul gives alone, for decode and batched tiles, plain and
+  // quantized weights; a fourth sibling starts a second dispatch.
+  REQUIRE_VULKAN(dev);
+  for (DType t : {DType::f32, DType::bf16, DType::q8_0}) {
+    for (int64_t R : {1, 5}) {
+      const int64_t K = 96;
+      const std::vector<int64_t> Ms = {40, 24, 24, 16};
+      std::mt19937 rng(11);
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      std::vector<float> x(static_cast<size_t>(R * K));
+      for (float& v : x) v = u(rng);
+      std::vector<std::vector<std::byte>> wbytes;
+      std::vector<size_t> woff, yoff;
+      size_t wtotal = 0, ytotal = 0;
+      for (int64_t M : Ms) {
+        std::vector<float> w(static_cast<size_t>(M * K));
+        for (float& v : w) v = u(rng);
+        std::vector<std::byte> bytes;
+        if (backend::is_quantized(t)) {
+          bytes = quantize(t, w);
+        } else {
+          bytes.resize(static_cast<size_t>(M) * backend::row_bytes(t, K));
+          backend::cpu::row_from_f32(t, w.data(), M * K, bytes.data());
+        }
+        woff.push_back(wtotal);
+        wtotal = (wtotal + bytes.size() + 255) / 256 * 256;
+        wbytes.push_back(std::move(bytes));
+        yoff.push_back(ytotal);
+        ytotal = (ytotal + static_cast<size_t>(R * M) * 4 + 255) / 256 * 256;
+      }
+      auto wbuf = dev->allocate(wtotal, backend::BufferUsage::weights);
+      for (size_t i = 0; i < Ms.size(); ++i) wbuf->upload(woff[i], wbytes[i].data(), wbytes[i].size());
+      Bufs b;
+      auto xr = b.make(*dev, TensorDesc(DType::f32, {R, K}), x.data());
+      auto ybuf = dev->allocate(ytotal, backend::BufferUsage::activations);
+      auto mm = [&](size_t i) {
+        return node(KILN_OP_MATMUL, {xr, {wbuf.get(), woff[i], TensorDesc(t, {Ms[i], K})}},
+                    {ybuf.get(), yoff[i], TensorDesc(DType::f32, {R, Ms[i]})});
+      };
+      auto read = [&](size_t i) {
+        std::vector<float> y(static_cast<size_t>(R * Ms[i]));
+        ybuf->download(yoff[i], y.data(), y.size() * 4);
+        return y;
+      };
+      std::string what = std::string(backend::dtype_name(t)) + " R=" + std::to_string(R);
+      backend::BoundGraph all;
+      for (size_t i = 0; i < Ms.size(); ++i) all.nodes.push_back(mm(i));
+      dev->compute(all);
+      EXPECT_EQ(dev->last_dispatches(), 2u) << what;  // 3 siblings + 1
+      std::vector<std::vector<float>> fused;
+      for (size_t i = 0; i < Ms.size(); ++i) fused.push_back(read(i));
+      for (size_t i = 0; i < Ms.size(); ++i) {
+        backend::BoundGraph one;
+        one.nodes.push_back(mm(i));
+        dev->compute(one);
+        EXPECT_TRUE(bitwise_equal(fused[i], read(i))) << what << " matmul " << i;
+        // And the values: against a double-precision product of the stored weights.
+        std::vector<float> wf = backend::is_quantized(t) ? dequantize(t, wbytes[i], Ms[i] * K) : std::vector<float>();
+        if (!backend::is_quantized(t)) {
+          wf.resize(static_cast<size_t>(Ms[i] * K));
+          backend::cpu::row_to_f32(t, wbytes[i].data(), Ms[i] * K, wf.data());
+        }
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t m = 0; m < Ms[i]; ++m) {
+            double ref = 0;
+            for (int64_t k = 0; k < K; ++k)
+              ref += static_cast<double>(x[static_cast<size_t>(r * K + k)]) * wf[static_cast<size_t>(m * K + k)];
+            ASSERT_NEAR(fused[i][static_cast<size_t>(r * Ms[i] + m)], ref, 1e-4 * (1 + std::fabs(ref)))
+                << what << " matmul " << i;
+          }
       }
     }
   }

@@ -1,5 +1,10 @@
 // MATMUL and MOE_MATMUL: one shader (matmul.comp) per weight dtype; the tile and the read path
-// come from KernelPolicy::matmul (kernels.cpp).
+// come from KernelPolicy::matmul (kernels.cpp). Up to three sibling MATMULs (the same x, e.g. a
+// layer's q/k/v or gate/up projections) run as one dispatch: on lavapipe every dispatch costs
+// ~30 µs of thread hand-off, and a decode step is hundreds of them.
+#include <algorithm>
+#include <cstdlib>
+
 #include "backend/vulkan/device.hpp"
 #include "backend/vulkan/ops/ops.hpp"
 
@@ -7,7 +12,70 @@ namespace kiln::vk {
 
 using backend::DType;
 
-void record_matmul(const OpEnv& e) {
+namespace {
+
+const Allocation* allocation_of(const backend::TensorRef& t) {
+  auto* b = dynamic_cast<const VulkanBuffer*>(t.buffer);
+  return b ? &b->allocation() : nullptr;
+}
+
+bool same_tensor(const backend::TensorRef& a, const backend::TensorRef& b) {
+  return a.buffer == b.buffer && a.offset == b.offset && a.desc.dtype == b.desc.dtype && a.desc.ndim == b.desc.ndim &&
+         a.desc.ne == b.desc.ne;
+}
+
+bool overlaps(const backend::TensorRef& a, const backend::TensorRef& b) {
+  return a.buffer == b.buffer && a.offset < b.offset + b.desc.bytes() && b.offset < a.offset + a.desc.bytes();
+}
+
+// Plain 2-D MATMUL whose shapes record_matmul accepts (it reports the errors of the others).
+bool plain_matmul(const backend::Node& n) {
+  if (n.op != KILN_OP_MATMUL || n.src[1].desc.ndim != 2) return false;
+  const int64_t K = n.src[0].desc.last(), M = n.src[1].desc.ne[0];
+  return K > 0 && M > 0 && n.src[1].desc.last() == K && n.src[0].desc.rows() > 0 &&
+         n.dst.desc.numel() == n.src[0].desc.rows() * M && (!backend::is_quantized(n.src[1].desc.dtype) || K % 32 == 0);
+}
+
+}  // namespace
+
+size_t fusable_matmuls(VulkanDevice& dev, const std::vector<backend::Node>& nodes, size_t i) {
+  const backend::Node& a = nodes[i];
+  static const bool off = [] {
+    const char* v = std::getenv("KILN_VULKAN_NO_FUSE");  // A/B switch for benchmarks and tests
+    return v && *v && *v != '0';
+  }();
+  if (off || !plain_matmul(a)) return 1;
+  const backend::TensorRef &x = a.src[0], &w = a.src[1];
+  const Allocation* wa = allocation_of(w);
+  const Allocation* ya = allocation_of(a.dst);
+  if (!wa || !ya || overlaps(a.dst, x)) return 1;
+  const uint64_t wrow = backend::row_bytes(w.desc.dtype, w.desc.last());
+  uint64_t wlo = w.offset, whi = w.offset + w.desc.ne[0] * wrow;
+  uint64_t ylo = a.dst.offset, yhi = a.dst.offset + a.dst.desc.bytes();
+  size_t k = 1;
+  for (; k < 3 && i + k < nodes.size(); ++k) {
+    const backend::Node& b = nodes[i + k];
+    if (!plain_matmul(b) || !same_tensor(b.src[0], x) || b.src[1].desc.dtype != w.desc.dtype ||
+        b.src[1].desc.last() != w.desc.last() || allocation_of(b.src[1]) != wa || allocation_of(b.dst) != ya ||
+        overlaps(b.dst, x))
+      break;
+    bool clash = false;  // a sibling's output must not overlap an earlier one's output
+    for (size_t j = 0; j < k; ++j) clash |= overlaps(b.dst, nodes[i + j].dst);
+    if (clash) break;
+    const uint64_t nwlo = std::min<uint64_t>(wlo, b.src[1].offset),
+                   nwhi = std::max<uint64_t>(whi, b.src[1].offset + b.src[1].desc.ne[0] * wrow);
+    const uint64_t nylo = std::min<uint64_t>(ylo, b.dst.offset),
+                   nyhi = std::max<uint64_t>(yhi, b.dst.offset + b.dst.desc.bytes());
+    // One texel view over all the weights and one storage binding over all the outputs.
+    if (nwhi - OpEnv::base({nullptr, nwlo, {}}) + 512 > dev.policy().texel_reach ||
+        nyhi - OpEnv::base({nullptr, nylo, {}}) > dev.context().info().max_storage_range)
+      break;
+    wlo = nwlo, whi = nwhi, ylo = nylo, yhi = nyhi;
+  }
+  return k;
+}
+
+void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_siblings) {
   const backend::Node& n = e.node;
   const bool moe = n.op == KILN_OP_MOE_MATMUL;
   const backend::TensorRef &x = n.src[0], &w = n.src[1];
@@ -35,6 +103,62 @@ void record_matmul(const OpEnv& e) {
 
   const bool quant = backend::is_quantized(wt);
   const uint64_t wrow = backend::row_bytes(wt, K);
+  const uint32_t esize = wt == DType::f32 ? 4 : 2;
+  const DeviceInfo& d = e.dev.context().info();
+  // 16-byte texels everywhere (largest reach); the scalar path picks components out of them.
+  const VkFormat xf = VK_FORMAT_R32G32B32A32_SFLOAT;
+  const VkFormat wf = wt == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32G32B32A32_UINT;
+  const std::string shader = std::string("matmul_") + backend::dtype_name(wt);
+  const uint32_t moe_mode = moe ? (x.desc.ndim == 2 ? 1u : 2u) : 0u;
+  const std::vector<Bind> binds = {Bind::texel, Bind::texel, Bind::storage, Bind::storage};
+
+  if (n_siblings > 0) {  // fusable_matmuls checked shapes, allocations and reach
+    std::vector<const backend::Node*> parts = {&n};
+    for (size_t i = 0; i < n_siblings; ++i) parts.push_back(&siblings[i]);
+    uint64_t wlo = UINT64_MAX, whi = 0, ylo = UINT64_MAX, yhi = 0;
+    bool aligned = x.offset % 16 == 0 && K % 8 == 0;
+    for (const backend::Node* p : parts) {
+      wlo = std::min<uint64_t>(wlo, p->src[1].offset);
+      whi = std::max<uint64_t>(whi, p->src[1].offset + static_cast<uint64_t>(p->src[1].desc.ne[0]) * wrow);
+      ylo = std::min<uint64_t>(ylo, p->dst.offset);
+      yhi = std::max<uint64_t>(yhi, p->dst.offset + p->dst.desc.bytes());
+      if (!quant) aligned = aligned && p->src[1].offset % 16 == 0;
+    }
+    const uint64_t wbase = OpEnv::base({nullptr, wlo, {}}), ybase = OpEnv::base({nullptr, ylo, {}});
+    MatmulPlan plan = e.dev.policy().matmul(wt, R, M, K, aligned, false);
+    const uint64_t block_rows = static_cast<uint64_t>(plan.tn) * plan.row_stride;
+    std::vector<uint32_t> push = {
+        u32(R), u32(M), u32(K), e.off(x, 4), 0, 0, u32(static_cast<int64_t>(wrow)), 1, 0, u32(M), plan.row_stride, 0, 0,
+        0,      0,      0,      0,           0, 0};
+    uint64_t groups = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const backend::TensorRef &ws = parts[i]->src[1], &ys = parts[i]->dst;
+      const uint64_t woff = (ws.offset - wbase) / (quant ? 1 : esize), yoff = (ys.offset - ybase) / 4;
+      if ((ws.offset - wbase) % (quant ? 1 : esize) || (ys.offset - ybase) % 4) e.fail("misaligned sibling tensors");
+      const uint64_t Mi = static_cast<uint64_t>(ws.desc.ne[0]);
+      if (i == 0) {
+        push[4] = u32(static_cast<int64_t>(woff));
+        push[5] = u32(static_cast<int64_t>(yoff));
+      } else {
+        const size_t at = i == 1 ? 11 : 15;
+        push[at] = u32(static_cast<int64_t>(groups));
+        push[at + 1] = u32(static_cast<int64_t>(Mi));
+        push[at + 2] = u32(static_cast<int64_t>(woff));
+        push[at + 3] = u32(static_cast<int64_t>(yoff));
+      }
+      groups += (Mi + block_rows - 1) / block_rows * plan.row_stride;
+    }
+    const uint64_t rtiles = (static_cast<uint64_t>(R) + plan.tm - 1) / plan.tm;
+    if (groups > d.max_groups[0])
+      e.fail(fmt::format("{} fused output features exceed the grid limit", groups * plan.tn));
+    const uint64_t gy = std::min<uint64_t>(rtiles, d.max_groups[1]), gz = (rtiles + gy - 1) / gy;
+    std::vector<Arg> args = {e.tex(x, xf), Arg{&e.alloc(w), wf, false, wlo, whi - wlo, wbase}, e.ssbo(x),
+                             Arg{&e.alloc(n.dst), VK_FORMAT_UNDEFINED, true, ylo, yhi - ylo, ybase}};
+    const Pipeline& p = e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, 0u});
+    e.dispatch(p, args, push, static_cast<uint32_t>(groups), static_cast<uint32_t>(gy), static_cast<uint32_t>(gz));
+    return;
+  }
+
   // Weights beyond one texel binding's reach (e.g. a 262144-row bf16 LM head) run as row blocks,
   // each bound from its own offset; a row's arithmetic does not change.
   int64_t block = M;
@@ -58,13 +182,6 @@ void record_matmul(const OpEnv& e) {
     bool aligned = x.offset % 16 == 0 && K % 8 == 0;
     if (!quant) aligned = aligned && ws.offset % 16 == 0;
     MatmulPlan plan = e.dev.policy().matmul(wt, R, mb, K, aligned, moe);
-    uint32_t esize = wt == DType::f32 ? 4 : 2;
-    // 16-byte texels everywhere (largest reach); the scalar path picks components out of them.
-    VkFormat xf = VK_FORMAT_R32G32B32A32_SFLOAT;
-    VkFormat wf = wt == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32G32B32A32_UINT;
-    std::string shader = std::string("matmul_") + backend::dtype_name(wt);
-    uint32_t moe_mode = moe ? (x.desc.ndim == 2 ? 1u : 2u) : 0u;
-    std::vector<Bind> binds = {Bind::texel, Bind::texel, Bind::storage, Bind::storage};
     std::vector<Arg> args = {e.tex(x, xf), e.tex(ws, wf), moe ? e.ssbo(n.src[2]) : e.ssbo(x), e.ssbo(ys, true)};
     const Pipeline& p =
         e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode});
@@ -78,15 +195,22 @@ void record_matmul(const OpEnv& e) {
                                   u32(kslots),
                                   moe ? e.off(n.src[2], 4) : 0u,
                                   u32(M),
-                                  plan.row_stride};
+                                  plan.row_stride,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  0};  // no siblings
     // Blocks of tn·row_stride weight rows, row_stride workgroups each (matmul.comp).
     const uint64_t block_rows = static_cast<uint64_t>(plan.tn) * plan.row_stride;
     uint64_t gx = (static_cast<uint64_t>(mb) + block_rows - 1) / block_rows * plan.row_stride;
-    uint64_t tiles = (static_cast<uint64_t>(R) + plan.tm - 1) / plan.tm;
-    const DeviceInfo& d = e.dev.context().info();
+    uint64_t rtiles = (static_cast<uint64_t>(R) + plan.tm - 1) / plan.tm;
     if (gx > d.max_groups[0]) e.fail(fmt::format("{} output features exceed the grid limit; split w", mb));
-    uint64_t gy = std::min<uint64_t>(tiles, d.max_groups[1]);
-    uint64_t gz = (tiles + gy - 1) / gy;
+    uint64_t gy = std::min<uint64_t>(rtiles, d.max_groups[1]);
+    uint64_t gz = (rtiles + gy - 1) / gy;
     e.dispatch(p, args, push, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(gz));
   }
 }

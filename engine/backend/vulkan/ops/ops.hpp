@@ -31,7 +31,8 @@ struct OpEnv {
   static uint64_t base(const backend::TensorRef& t);
   /** (t.offset - base(t)) / elem_bytes: the element offset kernels add, checking divisibility. */
   uint32_t off(const backend::TensorRef& t, uint32_t elem_bytes) const;
-  const Pipeline& pipeline(const std::string& shader, const std::vector<Bind>& b, const std::vector<uint32_t>& spec) const;
+  const Pipeline& pipeline(const std::string& shader, const std::vector<Bind>& b,
+                           const std::vector<uint32_t>& spec) const;
   void dispatch(const Pipeline& p, const std::vector<Arg>& args, const std::vector<uint32_t>& push, uint32_t gx,
                 uint32_t gy = 1, uint32_t gz = 1) const;
   /** One 64-wide workgroup per 64 items, folded into y beyond the x grid limit. */
@@ -41,17 +42,24 @@ struct OpEnv {
   std::string label() const;
 };
 
-inline uint32_t fbits(float f) { return std::bit_cast<uint32_t>(f); }
-inline uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+inline uint32_t fbits(float f) {
+  return std::bit_cast<uint32_t>(f);
+}
+inline uint32_t u32(int64_t v) {
+  return static_cast<uint32_t>(v);
+}
 
-void record_matmul(const OpEnv& e);       // MATMUL, MOE_MATMUL
+/** MATMUL, MOE_MATMUL; with siblings: those MATMULs too, in the same dispatch. */
+void record_matmul(const OpEnv& e, const backend::Node* siblings = nullptr, size_t n_siblings = 0);
+/** How many MATMULs from nodes[i] on (1-3) record_matmul can run as one dispatch. */
+size_t fusable_matmuls(VulkanDevice& dev, const std::vector<backend::Node>& nodes, size_t i);
 void record_elementwise(const OpEnv& e);  // ADD, MUL, unary ops
 void record_norm(const OpEnv& e);         // RMS_NORM, L2_NORM, SOFTMAX
 void record_rope(const OpEnv& e);
-void record_data(const OpEnv& e);         // GET_ROWS, SET_ROWS, SLICE, CONCAT
+void record_data(const OpEnv& e);  // GET_ROWS, SET_ROWS, SLICE, CONCAT
 void record_attention(const OpEnv& e);
-void record_recurrent(const OpEnv& e);    // CONV1D_CAUSAL, GATED_DELTA
-void record_moe(const OpEnv& e);          // TOP_K, MOE_WEIGHTS, MOE_SUM
+void record_recurrent(const OpEnv& e);  // CONV1D_CAUSAL, GATED_DELTA
+void record_moe(const OpEnv& e);        // TOP_K, MOE_WEIGHTS, MOE_SUM
 
 /** Op/dtype/shape capability check for this device (cheap, content independent). */
 backend::Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n);

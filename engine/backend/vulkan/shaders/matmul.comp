@@ -59,7 +59,15 @@ layout(push_constant) uniform PC {
   uint ids_off;  // elements
   uint ldy;      // elements per output row (M, or the full width when w is a row block)
   uint ms;       // weight-row stride within a tile (MatmulPlan::row_stride)
+  // Sibling matmuls (same x, K and dtype; weights in one binding) fused into one dispatch: the
+  // workgroups from g1 (and g2) on compute a second (third) product with its own weight offset,
+  // rows and output (ldy = its rows). g = 0: absent.
+  uint g1, M1, w_off1, y_off1;
+  uint g2, M2, w_off2, y_off2;
 } pc;
+
+// This workgroup's product (set in main from pc and the segment it falls in).
+uint sM, sWoff, sYoff, sLdy;
 
 float x1(uint i) { return texelFetch(X, int(i >> 2))[i & 3u]; }
 
@@ -73,7 +81,7 @@ vec4 x4(uint row, uint e) {
 // 8 weights of row `wr` starting at element e (e % 8 == 0).
 // exact: the f16 redo of lanes that met inf/NaN (see f16x2).
 void w8(uint wr, uint e, bool exact, out vec4 lo, out vec4 hi) {
-  uint i = pc.w_off + wr * pc.K + e;
+  uint i = sWoff + wr * pc.K + e;
 #if defined(WT_F32)
   if (ALIGNED) {
     lo = texelFetch(W, int(i >> 2));
@@ -137,7 +145,7 @@ void chunk(uint c, uint xrow[TM], uint wr[TN], bool exact) {
 // One TM x TN tile of outputs: rows r0.., weight rows m0, m0 + ms, m0 + 2·ms, ...
 void tile(uint lane, uint SG, uint r0, uint m0, uint ms, uint xrow[TM], uint wbase) {
   uint wr[TN];
-  [[unroll]] for (uint n = 0u; n < TN; ++n) wr[n] = wbase + min(m0 + n * ms, pc.M - 1u);
+  [[unroll]] for (uint n = 0u; n < TN; ++n) wr[n] = wbase + min(m0 + n * ms, sM - 1u);
 
   [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = 0.0;
 
@@ -149,7 +157,7 @@ void tile(uint lane, uint SG, uint r0, uint m0, uint ms, uint xrow[TM], uint wba
       [[unroll]] for (uint s = 0u; s < 8u; ++s) xv[t * 8u + s] = x4(xrow[t], c * 32u + s * 4u);
     [[unroll]] for (uint n = 0u; n < TN; ++n) {
       vec4 q[8];
-      float d = load_block(pc.w_off + wr[n] * pc.w_row + c * BLOCK_BYTES, q);
+      float d = load_block(sWoff + wr[n] * pc.w_row + c * BLOCK_BYTES, q);
       [[unroll]] for (uint t = 0u; t < TM; ++t) {
         float b = 0.0;
         [[unroll]] for (uint s = 0u; s < 8u; ++s) {
@@ -186,11 +194,11 @@ void tile(uint lane, uint SG, uint r0, uint m0, uint ms, uint xrow[TM], uint wba
       // compiling the empty loop out matters: lavapipe runs a masked first iteration anyway.)
       if (!ALIGNED)
         for (uint e = nchunks * 8u + lane; e < pc.K; e += SG)
-          s = fma(w_scalar(pc.w_off + wr[n] * pc.K + e), x1(pc.x_off + xrow[t] * pc.K + e), s);
+          s = fma(w_scalar(sWoff + wr[n] * pc.K + e), x1(pc.x_off + xrow[t] * pc.K + e), s);
 #endif
       float tot = subgroupAdd(s);
       uint r = r0 + t, m = m0 + n * ms;
-      if (lane == 0u && r < pc.R && m < pc.M) y[pc.y_off + r * pc.ldy + m] = tot;
+      if (lane == 0u && r < pc.R && m < sM) y[sYoff + r * sLdy + m] = tot;
     }
   }
 }
@@ -198,6 +206,19 @@ void tile(uint lane, uint SG, uint r0, uint m0, uint ms, uint xrow[TM], uint wba
 void main() {
   const uint SG = gl_WorkGroupSize.x;
   uint lane = gl_LocalInvocationID.x;
+  uint gx = gl_WorkGroupID.x;
+  sM = pc.M;
+  sWoff = pc.w_off;
+  sYoff = pc.y_off;
+  sLdy = pc.ldy;
+  if (pc.g1 != 0u && gx >= pc.g1) {
+    bool two = pc.g2 != 0u && gx >= pc.g2;
+    sM = two ? pc.M2 : pc.M1;
+    sWoff = two ? pc.w_off2 : pc.w_off1;
+    sYoff = two ? pc.y_off2 : pc.y_off1;
+    sLdy = sM;
+    gx -= two ? pc.g2 : pc.g1;
+  }
   uint r0 = (gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y) * TM;
   if (r0 >= pc.R) return;
 
@@ -207,11 +228,11 @@ void main() {
     xrow[t] = MOE == 1u ? r / pc.kslots : r;
   }
   uint wbase = 0u;  // first weight row of this tile's expert
-  if (MOE != 0u) wbase = uint(ids[pc.ids_off + r0]) * pc.M;
+  if (MOE != 0u) wbase = uint(ids[pc.ids_off + r0]) * sM;
 
   // Workgroups x = b·ms + g (g < ms) share a block of TN·ms weight rows: tile g takes rows
   // g, g + ms, ..., g + (TN-1)·ms of it (MatmulPlan::row_stride).
-  uint m0 = (gl_WorkGroupID.x / pc.ms) * TN * pc.ms + gl_WorkGroupID.x % pc.ms;
-  if (m0 >= pc.M) return;
+  uint m0 = (gx / pc.ms) * TN * pc.ms + gx % pc.ms;
+  if (m0 >= sM) return;
   tile(lane, SG, r0, m0, pc.ms, xrow, wbase);
 }
