@@ -322,6 +322,10 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
   if (f[1])
     throw BackendError(BackendError::Kind::invalid,
                        "[backend vulkan] SET_ROWS: a slot is outside the destination; check the cache block tables");
+  if (f[2])
+    throw BackendError(BackendError::Kind::invalid,
+                       "[backend vulkan] MOE_MATMUL: an expert id is outside the expert stack (expert 0 was used); "
+                       "check the router's TOP_K ids against the number of experts");
   uint64_t msgs = ctx_->validation_messages() - msgs_before;
   if (msgs)
     throw BackendError(BackendError::Kind::device,

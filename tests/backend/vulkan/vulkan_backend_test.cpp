@@ -126,6 +126,35 @@ TEST(Vulkan, GetRowsWithABadIdIsAnError) {
   EXPECT_NO_THROW(dev->compute(g));  // the device recovers
 }
 
+TEST(Vulkan, MoeMatmulWithABadExpertIdIsAnError) {
+  REQUIRE_VULKAN(dev);
+  Bufs b;
+  const int64_t E = 3, M = 8, K = 32;
+  std::vector<float> w(static_cast<size_t>(E * M * K), 0.25f), x(2 * K, 1.0f);
+  std::vector<int32_t> ids = {0, 2, 1, 3};  // [2 tokens, 2 slots]: 3 is out of range
+  backend::BoundGraph g;
+  g.nodes.push_back(node(KILN_OP_MOE_MATMUL,
+                         {b.make(*dev, TensorDesc(DType::f32, {2, K}), x.data()),
+                          b.make(*dev, TensorDesc(DType::f32, {E, M, K}), w.data()),
+                          b.make(*dev, TensorDesc(DType::i32, {2, 2}), ids.data())},
+                         b.make(*dev, TensorDesc(DType::f32, {2, 2, M}))));
+  try {
+    dev->compute(g);
+    ADD_FAILURE() << "an expert id of 3 with 3 experts was accepted";
+  } catch (const BackendError& ex) {
+    EXPECT_NE(std::string(ex.what()).find("expert id"), std::string::npos) << ex.what();
+  }
+  ids[3] = -1;
+  g.nodes[0].src[2].buffer->upload(0, ids.data(), 16);
+  EXPECT_THROW(dev->compute(g), BackendError);
+  ids[3] = 2;
+  g.nodes[0].src[2].buffer->upload(0, ids.data(), 16);
+  EXPECT_NO_THROW(dev->compute(g));  // the device recovers
+  std::vector<float> y(2 * 2 * M);
+  g.nodes[0].dst.buffer->download(0, y.data(), y.size() * 4);
+  for (float v : y) EXPECT_FLOAT_EQ(v, 8.0f);  // 32 x 0.25 x 1
+}
+
 TEST(Vulkan, SetRowsWithABadSlotIsAnError) {
   REQUIRE_VULKAN(dev);
   Bufs b;

@@ -110,7 +110,8 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
   const VkFormat wf = wt == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32G32B32A32_UINT;
   const std::string shader = std::string("matmul_") + backend::dtype_name(wt);
   const uint32_t moe_mode = moe ? (x.desc.ndim == 2 ? 1u : 2u) : 0u;
-  const std::vector<Bind> binds = {Bind::texel, Bind::texel, Bind::storage, Bind::storage};
+  const std::vector<Bind> binds = {Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage};
+  const Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 16};  // err[2]: bad expert id (idempotent: no hazard)
 
   if (n_siblings > 0) {  // fusable_matmuls checked shapes, allocations and reach
     std::vector<const backend::Node*> parts = {&n};
@@ -127,9 +128,26 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
     const uint64_t wbase = OpEnv::base({nullptr, wlo, {}}), ybase = OpEnv::base({nullptr, ylo, {}});
     MatmulPlan plan = e.dev.policy().matmul(wt, R, M, K, aligned, false);
     const uint64_t block_rows = static_cast<uint64_t>(plan.tn) * plan.row_stride;
-    std::vector<uint32_t> push = {
-        u32(R), u32(M), u32(K), e.off(x, 4), 0, 0, u32(static_cast<int64_t>(wrow)), 1, 0, u32(M), plan.row_stride, 0, 0,
-        0,      0,      0,      0,           0, 0};
+    std::vector<uint32_t> push = {u32(R),
+                                  u32(M),
+                                  u32(K),
+                                  e.off(x, 4),
+                                  0,
+                                  0,
+                                  u32(static_cast<int64_t>(wrow)),
+                                  1,
+                                  0,
+                                  u32(M),
+                                  plan.row_stride,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  0};  // siblings set below; no MoE
     uint64_t groups = 0;
     for (size_t i = 0; i < parts.size(); ++i) {
       const backend::TensorRef &ws = parts[i]->src[1], &ys = parts[i]->dst;
@@ -153,7 +171,7 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
       e.fail(fmt::format("{} fused output features exceed the grid limit", groups * plan.tn));
     const uint64_t gy = std::min<uint64_t>(rtiles, d.max_groups[1]), gz = (rtiles + gy - 1) / gy;
     std::vector<Arg> args = {e.tex(x, xf), Arg{&e.alloc(w), wf, false, wlo, whi - wlo, wbase}, e.ssbo(x),
-                             Arg{&e.alloc(n.dst), VK_FORMAT_UNDEFINED, true, ylo, yhi - ylo, ybase}};
+                             Arg{&e.alloc(n.dst), VK_FORMAT_UNDEFINED, true, ylo, yhi - ylo, ybase}, flags};
     const Pipeline& p = e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, 0u});
     e.dispatch(p, args, push, static_cast<uint32_t>(groups), static_cast<uint32_t>(gy), static_cast<uint32_t>(gz));
     return;
@@ -182,7 +200,7 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
     bool aligned = x.offset % 16 == 0 && K % 8 == 0;
     if (!quant) aligned = aligned && ws.offset % 16 == 0;
     MatmulPlan plan = e.dev.policy().matmul(wt, R, mb, K, aligned, moe);
-    std::vector<Arg> args = {e.tex(x, xf), e.tex(ws, wf), moe ? e.ssbo(n.src[2]) : e.ssbo(x), e.ssbo(ys, true)};
+    std::vector<Arg> args = {e.tex(x, xf), e.tex(ws, wf), moe ? e.ssbo(n.src[2]) : e.ssbo(x), e.ssbo(ys, true), flags};
     const Pipeline& p =
         e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode});
     std::vector<uint32_t> push = {u32(R),
@@ -203,7 +221,8 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
                                   0,
                                   0,
                                   0,
-                                  0};  // no siblings
+                                  0,  // no siblings
+                                  moe ? u32(w.desc.ne[0]) : 0u};
     // Blocks of tn·row_stride weight rows, row_stride workgroups each (matmul.comp).
     const uint64_t block_rows = static_cast<uint64_t>(plan.tn) * plan.row_stride;
     uint64_t gx = (static_cast<uint64_t>(mb) + block_rows - 1) / block_rows * plan.row_stride;

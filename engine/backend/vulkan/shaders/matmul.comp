@@ -25,6 +25,7 @@ layout(set = 0, binding = 0) uniform samplerBuffer X;  // RGBA32F
 #include "wload.glsl"
 layout(std430, set = 0, binding = 2) readonly buffer Ids { int ids[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, set = 0, binding = 4) buffer Err { uint err[]; };  // err[2]: a bad MoE expert id
 #if defined(WT_F16)
 // Two f16 in one word -> f32 in 5 ops per pair: this conversion is the cost of f16 GEMV on
 // lavapipe (unpackHalf2x16 and RGBA16F views were both slower). An arithmetic shift by 3 moves a
@@ -64,6 +65,7 @@ layout(push_constant) uniform PC {
   // rows and output (ldy = its rows). g = 0: absent.
   uint g1, M1, w_off1, y_off1;
   uint g2, M2, w_off2, y_off2;
+  uint n_experts;  // MoE: experts in w (ids outside [0, n_experts) are reported, then read as 0)
 } pc;
 
 // This workgroup's product (set in main from pc and the segment it falls in).
@@ -228,7 +230,14 @@ void main() {
     xrow[t] = MOE == 1u ? r / pc.kslots : r;
   }
   uint wbase = 0u;  // first weight row of this tile's expert
-  if (MOE != 0u) wbase = uint(ids[pc.ids_off + r0]) * sM;
+  if (MOE != 0u) {
+    int id = ids[pc.ids_off + r0];
+    if (id < 0 || uint(id) >= pc.n_experts) {
+      if (lane == 0u) err[2] = 1u;
+      id = 0;
+    }
+    wbase = uint(id) * sM;
+  }
 
   // Workgroups x = b·ms + g (g < ms) share a block of TN·ms weight rows: tile g takes rows
   // g, g + ms, ..., g + (TN-1)·ms of it (MatmulPlan::row_stride).
