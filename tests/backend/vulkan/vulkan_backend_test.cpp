@@ -155,6 +155,23 @@ TEST(Vulkan, MoeMatmulWithABadExpertIdIsAnError) {
   for (float v : y) EXPECT_FLOAT_EQ(v, 8.0f);  // 32 x 0.25 x 1
 }
 
+TEST(Vulkan, ATensorPastItsBufferIsAClearError) {
+  REQUIRE_VULKAN(dev);
+  Bufs b;
+  std::vector<float> x(64, 1.0f);
+  auto a = b.make(*dev, TensorDesc(DType::f32, {64}), x.data());
+  auto y = b.make(*dev, TensorDesc(DType::f32, {64}));
+  y.offset = 128;  // 64 floats from byte 128 of a 256-byte buffer
+  backend::BoundGraph g;
+  g.nodes.push_back(node(KILN_OP_SILU, {a}, y));
+  try {
+    dev->compute(g);
+    ADD_FAILURE() << "a tensor past the end of its buffer was accepted";
+  } catch (const BackendError& ex) {
+    EXPECT_NE(std::string(ex.what()).find("runs past the end of its 256-byte buffer"), std::string::npos) << ex.what();
+  }
+}
+
 TEST(Vulkan, SetRowsWithABadSlotIsAnError) {
   REQUIRE_VULKAN(dev);
   Bufs b;

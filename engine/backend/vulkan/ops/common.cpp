@@ -22,24 +22,34 @@ const Allocation& OpEnv::alloc(const TensorRef& t) const {
 // storage/texel offset alignment), so a tensor deep inside a large arena or weight file is still
 // within maxStorageBufferRange / maxTexelBufferElements of its binding; kernels get offsets
 // relative to that base (off()).
-uint64_t OpEnv::base(const TensorRef& t) { return t.offset / 256 * 256; }
+uint64_t OpEnv::base(const TensorRef& t) {
+  return t.offset / 256 * 256;
+}
+
+void OpEnv::check_in_buffer(const TensorRef& t) const {
+  if (t.offset + t.desc.bytes() > t.buffer->size())
+    fail(fmt::format("tensor {} at offset {} ({} bytes) runs past the end of its {}-byte buffer", t.desc.str(),
+                     t.offset, t.desc.bytes(), t.buffer->size()));
+}
 
 Arg OpEnv::tex(const TensorRef& t, VkFormat f) const {
   const Allocation& a = alloc(t);
   uint64_t texel = (f == VK_FORMAT_R32G32B32A32_SFLOAT || f == VK_FORMAT_R32G32B32A32_UINT) ? 16
                    : f == VK_FORMAT_R16G16B16A16_SFLOAT                                     ? 8
-                                                                                           : 4;
+                                                                                            : 4;
   uint64_t b = base(t);
+  check_in_buffer(t);
   uint64_t reach = std::min<uint64_t>(a.size - b, dev.policy().texel_reach) / texel * texel;
   if (t.offset - b + t.desc.bytes() > reach)
-    fail(fmt::format("tensor {} ({} bytes) exceeds the device's texel-buffer reach ({} bytes); split it",
-                     t.desc.str(), t.desc.bytes(), reach));
+    fail(fmt::format("tensor {} ({} bytes) exceeds the device's texel-buffer reach ({} bytes); split it", t.desc.str(),
+                     t.desc.bytes(), reach));
   return Arg{&a, f, false, t.offset, t.desc.bytes(), b};
 }
 
 Arg OpEnv::ssbo(const TensorRef& t, bool write) const {
   const Allocation& a = alloc(t);
   uint64_t b = base(t);
+  check_in_buffer(t);
   uint64_t reach = std::min<uint64_t>(a.size - b, dev.context().info().max_storage_range);
   if (t.offset - b + t.desc.bytes() > reach)
     fail(fmt::format("tensor {} ({} bytes) exceeds maxStorageBufferRange ({} bytes); split it", t.desc.str(),
@@ -65,8 +75,8 @@ std::string OpEnv::label() const {
   return s;
 }
 
-void OpEnv::dispatch(const Pipeline& p, const std::vector<Arg>& args, const std::vector<uint32_t>& push,
-                     uint32_t gx, uint32_t gy, uint32_t gz) const {
+void OpEnv::dispatch(const Pipeline& p, const std::vector<Arg>& args, const std::vector<uint32_t>& push, uint32_t gx,
+                     uint32_t gy, uint32_t gz) const {
   std::string l = label();
   rec.dispatch(p, args, push.data(), static_cast<uint32_t>(push.size() * 4), gx, gy, gz, l.c_str());
 }
@@ -90,7 +100,9 @@ void OpEnv::fail(const std::string& what) const {
 
 namespace {
 
-bool is_float_cache(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+bool is_float_cache(DType t) {
+  return t == DType::f32 || t == DType::f16 || t == DType::bf16;
+}
 
 }  // namespace
 
@@ -120,8 +132,10 @@ Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
       return Support::yes();
     }
     case KILN_OP_SET_ROWS:
-      if (!is_float_cache(src(0).dtype)) return Support::no(fmt::format("{} destination", backend::dtype_name(src(0).dtype)));
-      if (src(0).dtype != DType::f32 && !d.storage16) return Support::no("16-bit destination without storageBuffer16BitAccess");
+      if (!is_float_cache(src(0).dtype))
+        return Support::no(fmt::format("{} destination", backend::dtype_name(src(0).dtype)));
+      if (src(0).dtype != DType::f32 && !d.storage16)
+        return Support::no("16-bit destination without storageBuffer16BitAccess");
       return Support::yes();
     case KILN_OP_SLICE:
     case KILN_OP_CONCAT:
@@ -148,11 +162,13 @@ Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
       if (n.op == KILN_OP_TOP_K && n.params.k > 64) return Support::no("k > 64");
       return Support::yes();
     case KILN_OP_MOE_WEIGHTS:
-      if (n.params.k > 64 || (n.src[1].desc.ndim == 2 && n.src[1].desc.ne[1] > 64)) return Support::no("more than 64 experts per token");
+      if (n.params.k > 64 || (n.src[1].desc.ndim == 2 && n.src[1].desc.ne[1] > 64))
+        return Support::no("more than 64 experts per token");
       return Support::yes();
     case KILN_OP_ATTENTION: {
       if (!is_float_cache(src(1).dtype) || !is_float_cache(src(2).dtype))
-        return Support::no(fmt::format("{} / {} cache", backend::dtype_name(src(1).dtype), backend::dtype_name(src(2).dtype)));
+        return Support::no(
+            fmt::format("{} / {} cache", backend::dtype_name(src(1).dtype), backend::dtype_name(src(2).dtype)));
       int64_t dk = src(0).ndim == 3 ? src(0).ne[2] : 0, dv = src(2).ndim == 4 ? src(2).ne[3] : 0;
       if (dk > 64 * sg || dv > 64 * sg)
         return Support::no(fmt::format("head dim {} / {} > {} (64 per lane x subgroup {})", dk, dv, 64 * sg, sg));
@@ -162,7 +178,8 @@ Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
       if (src(1).ndim == 2 && src(1).ne[1] > 16) return Support::no(fmt::format("kernel width {} > 16", src(1).ne[1]));
       return Support::yes();
     case KILN_OP_GATED_DELTA:
-      if (src(0).ndim == 3 && src(0).ne[2] > 256) return Support::no(fmt::format("key head dim {} > 256", src(0).ne[2]));
+      if (src(0).ndim == 3 && src(0).ne[2] > 256)
+        return Support::no(fmt::format("key head dim {} > 256", src(0).ne[2]));
       return Support::yes();
     default:
       return Support::no("no Vulkan kernel for this op");

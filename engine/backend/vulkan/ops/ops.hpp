@@ -27,6 +27,8 @@ struct OpEnv {
   /** Texel-view argument over t's allocation (offsets go in push constants). */
   Arg tex(const backend::TensorRef& t, VkFormat f) const;
   Arg ssbo(const backend::TensorRef& t, bool write = false) const;
+  /** Fails with a clear message when t does not fit in its buffer. */
+  void check_in_buffer(const backend::TensorRef& t) const;
   /** Binding start of t within its allocation (t.offset rounded down to 256). */
   static uint64_t base(const backend::TensorRef& t);
   /** (t.offset - base(t)) / elem_bytes: the element offset kernels add, checking divisibility. */
