@@ -260,6 +260,14 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
           record_matmul(e);
           break;
         case KILN_OP_ADD:
+          if (!fuse_off() && i + 1 < graph.nodes.size() && fuses_add_norm(n, graph.nodes[i + 1])) {
+            OpEnv ne{*this, *rec_, graph.nodes[i + 1], flags_};
+            record_norm(ne, &n);
+            ++i;
+            break;
+          }
+          record_elementwise(e);
+          break;
         case KILN_OP_MUL:
         case KILN_OP_SCALE:
         case KILN_OP_SILU:

@@ -422,6 +422,61 @@ TEST(Vulkan, SiblingMatmulsRunAsOneDispatchWithTheSameBits) {
   }
 }
 
+TEST(Vulkan, AddThenRmsNormRunAsOneDispatchWithTheSameBits) {
+  // The residual ADD and the RMS_NORM of its result (every transformer layer, twice) are one
+  // dispatch (ops/basic.cpp): the sum and the norm must be bitwise what the two ops give alone,
+  // also when the sum is written in place over an operand.
+  REQUIRE_VULKAN(dev);
+  const int64_t rows = 3, D = 200;
+  std::vector<float> a(rows * D), b(rows * D), w(D);
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = std::sin(static_cast<float>(i) * 0.3f), b[i] = std::cos(static_cast<float>(i) * 0.7f);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5f + 0.01f * static_cast<float>(i);
+  for (int mode : {KILN_NORM_WEIGHT, KILN_NORM_ONE_PLUS, KILN_NORM_NONE}) {
+    for (bool in_place : {false, true}) {
+      Bufs bufs;
+      const TensorDesc d(DType::f32, {rows, D});
+      auto ta = bufs.make(*dev, d, a.data()), tb = bufs.make(*dev, d, b.data());
+      auto tw = bufs.make(*dev, TensorDesc(DType::f32, {D}), w.data());
+      auto ts = in_place ? ta : bufs.make(*dev, d);
+      auto to = bufs.make(*dev, d);
+      backend::Node add = node(KILN_OP_ADD, {ta, tb}, ts);
+      backend::Node norm = node(KILN_OP_RMS_NORM, {ts, tw}, to);
+      if (mode == KILN_NORM_NONE) norm.n_src = 1;
+      norm.params.mode = mode;
+      norm.params.eps = 1e-6f;
+      auto read = [&](const backend::TensorRef& t) {
+        std::vector<float> v(static_cast<size_t>(rows * D));
+        t.buffer->download(t.offset, v.data(), v.size() * 4);
+        return v;
+      };
+      backend::BoundGraph fused;
+      fused.nodes = {add, norm};
+      dev->compute(fused);
+      std::string what = "mode " + std::to_string(mode) + (in_place ? " in place" : "");
+      EXPECT_EQ(dev->last_dispatches(), 1u) << what;
+      const auto sum = read(ts), out = read(to);
+      ta.buffer->upload(0, a.data(), a.size() * 4);  // undo an in-place sum
+      backend::BoundGraph g1, g2;
+      g1.nodes = {add};
+      g2.nodes = {norm};
+      dev->compute(g1);
+      dev->compute(g2);
+      EXPECT_TRUE(bitwise_equal(sum, read(ts))) << what;
+      EXPECT_TRUE(bitwise_equal(out, read(to))) << what;
+      // And the values (row 1): the sum and its norm.
+      double ss = 0;
+      for (int64_t d0 = 0; d0 < D; ++d0) ss += std::pow(static_cast<double>(a[D + d0]) + b[D + d0], 2);
+      const double inv = 1.0 / std::sqrt(ss / D + 1e-6);
+      for (int64_t d0 = 0; d0 < D; ++d0) {
+        const double v = (static_cast<double>(a[D + d0]) + b[D + d0]) * inv;
+        const double ref = mode == KILN_NORM_WEIGHT ? v * w[d0] : mode == KILN_NORM_ONE_PLUS ? v * (1 + w[d0]) : v;
+        ASSERT_NEAR(out[D + d0], ref, 1e-5 * (1 + std::fabs(ref))) << what << " d " << d0;
+      }
+    }
+  }
+}
+
 TEST(Vulkan, AFenceTimeoutIsADeviceErrorAndLosesTheDevice) {
   REQUIRE_VULKAN(dev);
   setenv("KILN_VULKAN_TIMEOUT_S", "0.000001", 1);

@@ -34,7 +34,8 @@ void record_elementwise(const OpEnv& e) {
       stride[i] = bs[i] == 1 ? 0u : u32(st);
       st *= bs[i];
     }
-    const Pipeline& p = e.pipeline("binary", {Bind::storage, Bind::storage, Bind::storage}, {static_cast<uint32_t>(n.op)});
+    const Pipeline& p =
+        e.pipeline("binary", {Bind::storage, Bind::storage, Bind::storage}, {static_cast<uint32_t>(n.op)});
     e.dispatch_items(p, {e.ssbo(a), e.ssbo(b), e.ssbo(n.dst, true)},
                      {u32(total), e.off(a, 4), e.off(b, 4), e.off(n.dst, 4), u32(as[1]), u32(as[2]), u32(as[3]),
                       stride[0], stride[1], stride[2], stride[3]},
@@ -49,7 +50,31 @@ void record_elementwise(const OpEnv& e) {
                    static_cast<uint64_t>(total));
 }
 
-void record_norm(const OpEnv& e) {
+bool fuses_add_norm(const backend::Node& add, const backend::Node& norm) {
+  if (add.op != KILN_OP_ADD || norm.op != KILN_OP_RMS_NORM || norm.params.mode > KILN_NORM_NONE) return false;
+  const backend::TensorRef &a = add.src[0], &b = add.src[1], &s = add.dst, &x = norm.src[0], &o = norm.dst;
+  for (const backend::TensorRef* t : {&a, &b, &s, &x, &o})
+    if (t->desc.dtype != backend::DType::f32 || !t->buffer) return false;
+  const int64_t total = a.desc.numel();
+  if (b.desc.numel() != total || s.desc.numel() != total || o.desc.numel() != total) return false;  // no broadcast
+  if (x.buffer != s.buffer || x.offset != s.offset || x.desc.numel() != total) return false;  // norm reads the sum
+  auto overlap = [](const backend::TensorRef& p, const backend::TensorRef& q) {
+    return p.buffer == q.buffer && p.offset < q.offset + q.desc.bytes() && q.offset < p.offset + p.desc.bytes();
+  };
+  auto same = [](const backend::TensorRef& p, const backend::TensorRef& q) {
+    return p.buffer == q.buffer && p.offset == q.offset;
+  };
+  // Each lane reads and writes only its own elements, so an in-place sum (s == a or b) is fine;
+  // any other overlap would mix elements between lanes.
+  if ((overlap(s, a) && !same(s, a)) || (overlap(s, b) && !same(s, b))) return false;
+  if (overlap(o, a) || overlap(o, b) || overlap(o, s)) return false;
+  if (norm.params.mode != KILN_NORM_NONE &&
+      (norm.n_src < 2 || norm.src[1].desc.numel() != x.desc.last() || overlap(o, norm.src[1])))
+    return false;
+  return true;
+}
+
+void record_norm(const OpEnv& e, const backend::Node* add) {
   const backend::Node& n = e.node;
   const backend::TensorRef& x = n.src[0];
   const int64_t D = x.desc.last(), rows = x.desc.rows();
@@ -62,8 +87,8 @@ void record_norm(const OpEnv& e) {
   if (n.op == KILN_OP_SOFTMAX) {
     const Pipeline& p = e.pipeline("softmax", {Bind::storage, Bind::storage}, {ls});
     float scale = n.params.scale != 0.0f ? n.params.scale : 1.0f;
-    e.dispatch(p, {e.ssbo(x), e.ssbo(n.dst, true)}, {u32(rows), u32(D), e.off(x, 4), e.off(n.dst, 4), fbits(scale)},
-               gx, gy);
+    e.dispatch(p, {e.ssbo(x), e.ssbo(n.dst, true)}, {u32(rows), u32(D), e.off(x, 4), e.off(n.dst, 4), fbits(scale)}, gx,
+               gy);
     return;
   }
   uint32_t mode = 4;  // L2
@@ -76,10 +101,16 @@ void record_norm(const OpEnv& e) {
   if (mode == KILN_NORM_GATED && (n.n_src < 3 || n.src[2].desc.numel() != x.desc.numel()))
     e.fail("gated RMS_NORM needs z shaped like x");
   const backend::TensorRef& w = has_w ? n.src[1] : x;
-  const backend::TensorRef& z = mode == KILN_NORM_GATED ? n.src[2] : x;
-  const Pipeline& p = e.pipeline("norm", {Bind::storage, Bind::storage, Bind::storage, Bind::storage}, {ls, mode});
-  e.dispatch(p, {e.ssbo(x), e.ssbo(w), e.ssbo(z), e.ssbo(n.dst, true)},
-             {u32(rows), u32(D), e.off(x, 4), e.off(w, 4), e.off(z, 4), e.off(n.dst, 4), fbits(n.params.eps)}, gx, gy);
+  // With a fused ADD in front (fuses_add_norm): x and z are its operands, `sum` its result.
+  const backend::TensorRef& xin = add ? add->src[0] : x;
+  const backend::TensorRef& z = add ? add->src[1] : mode == KILN_NORM_GATED ? n.src[2] : x;
+  const backend::TensorRef& sum = add ? add->dst : n.dst;
+  const Pipeline& p = e.pipeline("norm", {Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage},
+                                 {ls, mode, add ? 1u : 0u});
+  e.dispatch(
+      p, {e.ssbo(xin), e.ssbo(w), e.ssbo(z), e.ssbo(n.dst, true), e.ssbo(sum, add != nullptr)},
+      {u32(rows), u32(D), e.off(xin, 4), e.off(w, 4), e.off(z, 4), e.off(n.dst, 4), fbits(n.params.eps), e.off(sum, 4)},
+      gx, gy);
 }
 
 void record_rope(const OpEnv& e) {
@@ -93,16 +124,16 @@ void record_rope(const OpEnv& e) {
   if (!N || !H || !D) return;
   std::vector<float> freq(static_cast<size_t>(nd / 2));
   for (size_t i = 0; i < freq.size(); ++i)
-    freq[i] = static_cast<float>(1.0 / std::pow(static_cast<double>(n.params.theta),
-                                                static_cast<double>(2 * i) / static_cast<double>(nd)));
+    freq[i] = static_cast<float>(
+        1.0 / std::pow(static_cast<double>(n.params.theta), static_cast<double>(2 * i) / static_cast<double>(nd)));
   const Allocation& fa = e.dev.temp_upload(freq.data(), freq.size() * 4);
   const Pipeline& p = e.pipeline("rope", {Bind::storage, Bind::storage, Bind::storage, Bind::storage},
                                  {n.params.mode == KILN_ROPE_NORMAL ? 1u : 0u});
   int64_t per_head = D - nd / 2;
-  e.dispatch_items(p, {e.ssbo(x), e.ssbo(pos), e.ssbo(n.dst, true), Arg{&fa, VK_FORMAT_UNDEFINED, false, 0, 0}},
-                   {u32(N), u32(H), u32(D), u32(nd), u32(nf), e.off(x, 4), e.off(pos, 4), e.off(n.dst, 4),
-                    fbits(n.params.theta)},
-                   static_cast<uint64_t>(N * H * per_head));
+  e.dispatch_items(
+      p, {e.ssbo(x), e.ssbo(pos), e.ssbo(n.dst, true), Arg{&fa, VK_FORMAT_UNDEFINED, false, 0, 0}},
+      {u32(N), u32(H), u32(D), u32(nd), u32(nf), e.off(x, 4), e.off(pos, 4), e.off(n.dst, 4), fbits(n.params.theta)},
+      static_cast<uint64_t>(N * H * per_head));
 }
 
 }  // namespace kiln::vk

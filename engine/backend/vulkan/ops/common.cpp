@@ -1,5 +1,6 @@
 // OpEnv helpers and the capability check (supports_op) of the Vulkan backend.
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/vulkan/device.hpp"
 #include "backend/vulkan/ops/ops.hpp"
@@ -11,6 +12,14 @@ using backend::BackendError;
 using backend::DType;
 using backend::Support;
 using backend::TensorRef;
+
+bool fuse_off() {
+  static const bool off = [] {
+    const char* v = std::getenv("KILN_VULKAN_NO_FUSE");
+    return v && *v && *v != '0';
+  }();
+  return off;
+}
 
 const Allocation& OpEnv::alloc(const TensorRef& t) const {
   auto* b = dynamic_cast<const VulkanBuffer*>(t.buffer);

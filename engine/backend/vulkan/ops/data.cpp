@@ -80,8 +80,8 @@ void record_data(const OpEnv& e) {
       if (!N || !D) return;
       const DType dt = dst.desc.dtype;
       uint32_t mode = dt == DType::f32 ? 0u : dt == DType::f16 ? 1u : 2u;
-      const Pipeline& p = e.pipeline("set_rows", {Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage},
-                                     {mode});
+      const Pipeline& p =
+          e.pipeline("set_rows", {Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage}, {mode});
       Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 4, 4};  // idempotent flag: no hazard
       Arg d32 = e.ssbo(dst, true), d16 = e.ssbo(dst, true);
       e.dispatch_items(p, {e.ssbo(rows), e.ssbo(slots), d32, d16, flags},
@@ -114,10 +114,12 @@ void record_data(const OpEnv& e) {
       split(x.desc, a, outer, inner);
       std::vector<VkBufferCopy> rx, ry;
       for (int64_t o = 0; o < outer; ++o) {
-        if (sx) rx.push_back({static_cast<uint64_t>(o * sx) * inner, static_cast<uint64_t>(o * (sx + sy)) * inner,
-                              static_cast<uint64_t>(sx) * inner});
-        if (sy) ry.push_back({static_cast<uint64_t>(o * sy) * inner, static_cast<uint64_t>(o * (sx + sy) + sx) * inner,
-                              static_cast<uint64_t>(sy) * inner});
+        if (sx)
+          rx.push_back({static_cast<uint64_t>(o * sx) * inner, static_cast<uint64_t>(o * (sx + sy)) * inner,
+                        static_cast<uint64_t>(sx) * inner});
+        if (sy)
+          ry.push_back({static_cast<uint64_t>(o * sy) * inner, static_cast<uint64_t>(o * (sx + sy) + sx) * inner,
+                        static_cast<uint64_t>(sy) * inner});
       }
       copy_regions(e, x, n.dst, rx);
       copy_regions(e, y, n.dst, ry);

@@ -40,11 +40,7 @@ bool plain_matmul(const backend::Node& n) {
 
 size_t fusable_matmuls(VulkanDevice& dev, const std::vector<backend::Node>& nodes, size_t i) {
   const backend::Node& a = nodes[i];
-  static const bool off = [] {
-    const char* v = std::getenv("KILN_VULKAN_NO_FUSE");  // A/B switch for benchmarks and tests
-    return v && *v && *v != '0';
-  }();
-  if (off || !plain_matmul(a)) return 1;
+  if (fuse_off() || !plain_matmul(a)) return 1;
   const backend::TensorRef &x = a.src[0], &w = a.src[1];
   const Allocation* wa = allocation_of(w);
   const Allocation* ya = allocation_of(a.dst);

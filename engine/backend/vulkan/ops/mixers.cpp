@@ -11,7 +11,9 @@ using backend::DType;
 
 namespace {
 
-uint32_t dt_code(DType t) { return t == DType::f32 ? 0u : t == DType::f16 ? 1u : 2u; }
+uint32_t dt_code(DType t) {
+  return t == DType::f32 ? 0u : t == DType::f16 ? 1u : 2u;
+}
 
 uint32_t row_groups(const OpEnv& e, uint64_t rows, uint32_t& gy) {
   uint64_t maxx = e.dev.context().info().max_groups[0];
@@ -36,15 +38,15 @@ void record_attention(const OpEnv& e) {
   // Whole 8-dim groups per lane when rows are 16-byte aligned (one or two texels per group).
   const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0 &&
                    Dk / 8 <= 8 * static_cast<int64_t>(ls) && Dv / 8 <= 8 * static_cast<int64_t>(ls);
-  const Pipeline& p = e.pipeline("attention",
-                                 {Bind::storage, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage},
-                                 {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u});
+  const Pipeline& p =
+      e.pipeline("attention", {Bind::storage, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage},
+                 {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u});
   float scale = n.params.scale != 0.0f ? n.params.scale : 1.0f / std::sqrt(static_cast<float>(Dk));
   uint32_t ke = kc.desc.dtype == DType::f32 ? 4 : 2, ve = vc.desc.dtype == DType::f32 ? 4 : 2;
   uint32_t gy = 1, gx = row_groups(e, static_cast<uint64_t>(N * Hq), gy);
   e.dispatch(p,
-             {e.ssbo(q), e.tex(kc, VK_FORMAT_R32G32B32A32_UINT), e.tex(vc, VK_FORMAT_R32G32B32A32_UINT), e.ssbo(bt), e.ssbo(seqs),
-              e.ssbo(n.dst, true)},
+             {e.ssbo(q), e.tex(kc, VK_FORMAT_R32G32B32A32_UINT), e.tex(vc, VK_FORMAT_R32G32B32A32_UINT), e.ssbo(bt),
+              e.ssbo(seqs), e.ssbo(n.dst, true)},
              {u32(N), u32(Hq), u32(Dk), u32(Dv), u32(BS), u32(Hkv), u32(S), u32(MB), e.off(q, 4), e.off(kc, ke),
               e.off(vc, ve), e.off(bt, 4), e.off(seqs, 4), e.off(n.dst, 4), fbits(scale), fbits(n.params.cap),
               static_cast<uint32_t>(n.params.window)},
@@ -57,30 +59,33 @@ void record_recurrent(const OpEnv& e) {
   e.rec.fill_zero(e.alloc(n.dst), n.dst.offset, n.dst.desc.bytes());
   if (n.op == KILN_OP_CONV1D_CAUSAL) {
     const backend::TensorRef &x = n.src[0], &w = n.src[1], &st = n.src[2], &seqs = n.src[3];
-    if (x.desc.ndim != 2 || w.desc.ndim != 2 || st.desc.ndim != 3) e.fail("expected x [N, C], w [C, K], state [slots, K-1, C]");
+    if (x.desc.ndim != 2 || w.desc.ndim != 2 || st.desc.ndim != 3)
+      e.fail("expected x [N, C], w [C, K], state [slots, K-1, C]");
     const int64_t C = x.desc.ne[1], K = w.desc.ne[1], S = seqs.desc.ne[0];
     if (w.desc.ne[0] != C || st.desc.ne[1] != K - 1 || st.desc.ne[2] != C) e.fail("w / state do not match x");
     if (!S || !C) return;
-    const Pipeline& p = e.pipeline("conv1d", {Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage}, {});
+    const Pipeline& p =
+        e.pipeline("conv1d", {Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage}, {});
     e.dispatch_items(p, {e.ssbo(x), e.ssbo(w), e.ssbo(st, true), e.ssbo(seqs), e.ssbo(n.dst, true)},
                      {u32(S), u32(C), u32(K), e.off(x, 4), e.off(w, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4)},
                      static_cast<uint64_t>(S * C));
     return;
   }
-  const backend::TensorRef &q = n.src[0], &k = n.src[1], &v = n.src[2], &g = n.src[3], &beta = n.src[4],
-                           &st = n.src[5], &seqs = n.src[6];
-  if (q.desc.ndim != 3 || v.desc.ndim != 3 || st.desc.ndim != 4) e.fail("expected q/k [N, Hk, Dk], v [N, Hv, Dv], state [slots, Hv, Dk, Dv]");
+  const backend::TensorRef &q = n.src[0], &k = n.src[1], &v = n.src[2], &g = n.src[3], &beta = n.src[4], &st = n.src[5],
+                           &seqs = n.src[6];
+  if (q.desc.ndim != 3 || v.desc.ndim != 3 || st.desc.ndim != 4)
+    e.fail("expected q/k [N, Hk, Dk], v [N, Hv, Dv], state [slots, Hv, Dk, Dv]");
   const int64_t Hk = q.desc.ne[1], Dk = q.desc.ne[2], Hv = v.desc.ne[1], Dv = v.desc.ne[2], S = seqs.desc.ne[0];
   if (Hk == 0 || Hv % Hk || st.desc.ne[1] != Hv || st.desc.ne[2] != Dk || st.desc.ne[3] != Dv)
     e.fail("state / head shapes do not match");
   if (!S) return;
   const Pipeline& p = e.pipeline("gated_delta", std::vector<Bind>(8, Bind::storage), {});
-  e.dispatch_items(p,
-                   {e.ssbo(q), e.ssbo(k), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(st, true), e.ssbo(seqs),
-                    e.ssbo(n.dst, true)},
-                   {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, 4), e.off(k, 4), e.off(v, 4), e.off(g, 4),
-                    e.off(beta, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4)},
-                   static_cast<uint64_t>(S * Hv * Dv));
+  e.dispatch_items(
+      p,
+      {e.ssbo(q), e.ssbo(k), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(st, true), e.ssbo(seqs), e.ssbo(n.dst, true)},
+      {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, 4), e.off(k, 4), e.off(v, 4), e.off(g, 4), e.off(beta, 4),
+       e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4)},
+      static_cast<uint64_t>(S * Hv * Dv));
 }
 
 void record_moe(const OpEnv& e) {

@@ -56,12 +56,20 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings = nullptr, size
 /** How many MATMULs from nodes[i] on (1-3) record_matmul can run as one dispatch. */
 size_t fusable_matmuls(VulkanDevice& dev, const std::vector<backend::Node>& nodes, size_t i);
 void record_elementwise(const OpEnv& e);  // ADD, MUL, unary ops
-void record_norm(const OpEnv& e);         // RMS_NORM, L2_NORM, SOFTMAX
+/** RMS_NORM, L2_NORM, SOFTMAX; `add`: the ADD right before an RMS_NORM of its result, run in the
+ *  same dispatch (see fuses_add_norm). */
+void record_norm(const OpEnv& e, const backend::Node* add = nullptr);
+/** Whether `add` followed by `norm` can run as one dispatch (same shapes, norm reads the sum, no
+ *  overlaps that would mix elements between lanes). */
+bool fuses_add_norm(const backend::Node& add, const backend::Node& norm);
 void record_rope(const OpEnv& e);
 void record_data(const OpEnv& e);  // GET_ROWS, SET_ROWS, SLICE, CONCAT
 void record_attention(const OpEnv& e);
 void record_recurrent(const OpEnv& e);  // CONV1D_CAUSAL, GATED_DELTA
 void record_moe(const OpEnv& e);        // TOP_K, MOE_WEIGHTS, MOE_SUM
+
+/** KILN_VULKAN_NO_FUSE=1: record every node as its own dispatch (A/B benchmarks and tests). */
+bool fuse_off();
 
 /** Op/dtype/shape capability check for this device (cheap, content independent). */
 backend::Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n);
