@@ -268,7 +268,6 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
           }
           record_elementwise(e);
           break;
-        case KILN_OP_MUL:
         case KILN_OP_SCALE:
         case KILN_OP_SILU:
         case KILN_OP_GELU_TANH:
@@ -276,6 +275,15 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
         case KILN_OP_SOFTPLUS:
         case KILN_OP_SOFTCAP:
         case KILN_OP_EXP:
+          if (!fuse_off() && i + 1 < graph.nodes.size() && fuses_unary_binary(n, graph.nodes[i + 1])) {
+            OpEnv be{*this, *rec_, graph.nodes[i + 1], flags_};
+            record_elementwise(be, &n);
+            ++i;
+            break;
+          }
+          record_elementwise(e);
+          break;
+        case KILN_OP_MUL:
           record_elementwise(e);
           break;
         case KILN_OP_RMS_NORM:

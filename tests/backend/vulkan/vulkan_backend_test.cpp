@@ -17,6 +17,7 @@
 #include "backend/backend.hpp"
 #include "backend/cpu/common.hpp"
 #include "backend/vulkan/device.hpp"
+#include "graph/ops.hpp"
 
 namespace kiln::test {
 namespace {
@@ -473,6 +474,67 @@ TEST(Vulkan, AddThenRmsNormRunAsOneDispatchWithTheSameBits) {
         const double ref = mode == KILN_NORM_WEIGHT ? v * w[d0] : mode == KILN_NORM_ONE_PLUS ? v * (1 + w[d0]) : v;
         ASSERT_NEAR(out[D + d0], ref, 1e-5 * (1 + std::fabs(ref))) << what << " d " << d0;
       }
+    }
+  }
+}
+
+TEST(Vulkan, GateThenMulRunAsOneDispatchWithTheSameBits) {
+  // A unary op and the ADD/MUL that reads its result (SiLU/GELU gates of an MLP) are one
+  // dispatch (ops/basic.cpp): both outputs must be bitwise what the two ops give alone, with a
+  // broadcast b and with the product written in place over the gate.
+  REQUIRE_VULKAN(dev);
+  const int64_t rows = 3, D = 100;
+  std::vector<float> x(rows * D), b(rows * D);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = 3.0f * std::sin(static_cast<float>(i) * 0.37f), b[i] = std::cos(static_cast<float>(i));
+  struct Case {
+    kiln_op un, bin;
+    bool broadcast, in_place;
+  };
+  for (Case c : {Case{KILN_OP_SILU, KILN_OP_MUL, false, false}, Case{KILN_OP_GELU_TANH, KILN_OP_MUL, false, true},
+                 Case{KILN_OP_SCALE, KILN_OP_ADD, true, false}, Case{KILN_OP_SOFTCAP, KILN_OP_MUL, true, true}}) {
+    Bufs bufs;
+    const TensorDesc d(DType::f32, {rows, D});
+    auto tx = bufs.make(*dev, d, x.data());
+    auto tb = c.broadcast ? bufs.make(*dev, TensorDesc(DType::f32, {D}), b.data()) : bufs.make(*dev, d, b.data());
+    auto tu = bufs.make(*dev, d);
+    auto to = c.in_place ? tu : bufs.make(*dev, d);
+    backend::Node un = node(c.un, {tx}, tu);
+    un.params.scale = 0.75f;
+    un.params.bias = -0.5f;
+    un.params.cap = 2.0f;
+    backend::Node bin = node(c.bin, {tu, tb}, to);
+    auto read = [&](const backend::TensorRef& t) {
+      std::vector<float> v(static_cast<size_t>(rows * D));
+      t.buffer->download(t.offset, v.data(), v.size() * 4);
+      return v;
+    };
+    std::string what = std::string(graph::op_name(c.un)) + "+" + graph::op_name(c.bin);
+    backend::BoundGraph fused;
+    fused.nodes = {un, bin};
+    dev->compute(fused);
+    EXPECT_EQ(dev->last_dispatches(), 1u) << what;
+    const auto u = read(tu), o = read(to);
+    backend::BoundGraph g1, g2;
+    g1.nodes = {un};
+    g2.nodes = {bin};
+    dev->compute(g1);
+    if (!c.in_place) {
+      EXPECT_TRUE(bitwise_equal(u, read(tu))) << what;
+    }
+    dev->compute(g2);
+    EXPECT_TRUE(bitwise_equal(o, read(to))) << what;
+    // The values: row 2, against double precision.
+    for (int64_t j = 0; j < D; ++j) {
+      const double v = x[static_cast<size_t>(2 * D + j)];
+      const double g = c.un == KILN_OP_SILU ? v / (1 + std::exp(-v))
+                       : c.un == KILN_OP_GELU_TANH
+                           ? 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
+                       : c.un == KILN_OP_SCALE ? v * 0.75 - 0.5
+                                               : 2.0 * std::tanh(v / 2.0);
+      const double bv = b[static_cast<size_t>(c.broadcast ? j : 2 * D + j)];
+      const double ref = c.bin == KILN_OP_MUL ? g * bv : g + bv;
+      ASSERT_NEAR(o[static_cast<size_t>(2 * D + j)], ref, 1e-5 * (1 + std::fabs(ref))) << what << " j " << j;
     }
   }
 }

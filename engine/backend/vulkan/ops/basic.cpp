@@ -18,9 +18,52 @@ std::array<int64_t, 4> pad4(const backend::TensorDesc& d) {
 
 }  // namespace
 
-void record_elementwise(const OpEnv& e) {
+namespace {
+
+bool is_unary(kiln_op op) {
+  switch (op) {
+    case KILN_OP_SCALE:
+    case KILN_OP_SILU:
+    case KILN_OP_GELU_TANH:
+    case KILN_OP_SIGMOID:
+    case KILN_OP_SOFTPLUS:
+    case KILN_OP_SOFTCAP:
+    case KILN_OP_EXP:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool overlap(const backend::TensorRef& p, const backend::TensorRef& q) {
+  return p.buffer == q.buffer && p.offset < q.offset + q.desc.bytes() && q.offset < p.offset + p.desc.bytes();
+}
+
+// Disjoint, or the very same elements (an invocation reads and writes only its own index).
+bool disjoint_or_same(const backend::TensorRef& p, const backend::TensorRef& q) {
+  return !overlap(p, q) || (p.offset == q.offset && p.desc.bytes() == q.desc.bytes());
+}
+
+}  // namespace
+
+bool fuses_unary_binary(const backend::Node& un, const backend::Node& bin) {
+  if (!is_unary(un.op) || (bin.op != KILN_OP_ADD && bin.op != KILN_OP_MUL)) return false;
+  if (un.op == KILN_OP_SOFTCAP && un.params.cap == 0.0f) return false;  // record_elementwise reports it
+  const backend::TensorRef &x = un.src[0], &u = un.dst, &a = bin.src[0], &b = bin.src[1], &o = bin.dst;
+  for (const backend::TensorRef* t : {&x, &u, &a, &b, &o})
+    if (t->desc.dtype != backend::DType::f32 || !t->buffer) return false;
+  const int64_t total = x.desc.numel();
+  if (u.desc.numel() != total || a.desc.numel() != total || o.desc.numel() != total) return false;
+  if (a.buffer != u.buffer || a.offset != u.offset) return false;  // the binary op reads the unary result as a
+  // b is read at broadcast positions by many invocations: it must not be written here at all.
+  if (overlap(b, u) || overlap(b, o)) return false;
+  return disjoint_or_same(x, u) && disjoint_or_same(x, o) && disjoint_or_same(u, o);
+}
+
+void record_elementwise(const OpEnv& e, const backend::Node* pre) {
   const backend::Node& n = e.node;
-  const backend::TensorRef& a = n.src[0];
+  // With a unary op fused in front (fuses_unary_binary), `a` is its input and `u` its output.
+  const backend::TensorRef& a = pre ? pre->src[0] : n.src[0];
   const int64_t total = a.desc.numel();
   if (n.dst.desc.numel() != total) e.fail("result shape does not match");
   if (!total) return;
@@ -34,12 +77,15 @@ void record_elementwise(const OpEnv& e) {
       stride[i] = bs[i] == 1 ? 0u : u32(st);
       st *= bs[i];
     }
-    const Pipeline& p =
-        e.pipeline("binary", {Bind::storage, Bind::storage, Bind::storage}, {static_cast<uint32_t>(n.op)});
-    e.dispatch_items(p, {e.ssbo(a), e.ssbo(b), e.ssbo(n.dst, true)},
-                     {u32(total), e.off(a, 4), e.off(b, 4), e.off(n.dst, 4), u32(as[1]), u32(as[2]), u32(as[3]),
-                      stride[0], stride[1], stride[2], stride[3]},
-                     static_cast<uint64_t>(total));
+    const backend::TensorRef& u = pre ? pre->dst : n.dst;
+    const kiln_op_params pp = pre ? pre->params : kiln_op_params{};
+    const Pipeline& p = e.pipeline("binary", {Bind::storage, Bind::storage, Bind::storage, Bind::storage},
+                                   {static_cast<uint32_t>(n.op), pre ? static_cast<uint32_t>(pre->op) : 0u});
+    e.dispatch_items(
+        p, {e.ssbo(a), e.ssbo(b), e.ssbo(n.dst, true), e.ssbo(u, pre != nullptr)},
+        {u32(total), e.off(a, 4), e.off(b, 4), e.off(n.dst, 4), u32(as[1]), u32(as[2]), u32(as[3]), stride[0],
+         stride[1], stride[2], stride[3], e.off(u, 4), fbits(pp.scale), fbits(pp.bias), fbits(pp.cap)},
+        static_cast<uint64_t>(total));
     return;
   }
   const Pipeline& p = e.pipeline("unary", {Bind::storage, Bind::storage}, {static_cast<uint32_t>(n.op)});

@@ -55,7 +55,11 @@ inline uint32_t u32(int64_t v) {
 void record_matmul(const OpEnv& e, const backend::Node* siblings = nullptr, size_t n_siblings = 0);
 /** How many MATMULs from nodes[i] on (1-3) record_matmul can run as one dispatch. */
 size_t fusable_matmuls(VulkanDevice& dev, const std::vector<backend::Node>& nodes, size_t i);
-void record_elementwise(const OpEnv& e);  // ADD, MUL, unary ops
+/** ADD, MUL, unary ops; `pre`: a unary op right before an ADD/MUL that reads its result, run in
+ *  the same dispatch (see fuses_unary_binary). */
+void record_elementwise(const OpEnv& e, const backend::Node* pre = nullptr);
+/** Whether unary `un` followed by ADD/MUL `bin` reading its result (as a) can be one dispatch. */
+bool fuses_unary_binary(const backend::Node& un, const backend::Node& bin);
 /** RMS_NORM, L2_NORM, SOFTMAX; `add`: the ADD right before an RMS_NORM of its result, run in the
  *  same dispatch (see fuses_add_norm). */
 void record_norm(const OpEnv& e, const backend::Node* add = nullptr);

@@ -1,16 +1,22 @@
 #version 450
 // out = a (op) b with numpy broadcasting of b onto a (4-D, b's strides 0 where broadcast).
+// PRE != 0: a unary op fused in front (a = PRE(a), also written to `u`): SiLU/GELU gates (GLU).
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint OP = 8;  // 8 ADD, 9 MUL
+layout(constant_id = 1) const uint PRE = 0;  // 0, or the kiln_op of a unary op applied to a first
+#include "unary_op.glsl"
 
 layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer B { float b[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Out { float o[]; };
+layout(std430, set = 0, binding = 3) writeonly buffer U { float u[]; };
 layout(push_constant) uniform PC {
   uint n;
   uint a_off, b_off, o_off;
   uint ne1, ne2, ne3;          // a's dims 1..3 (dim 0 outermost)
   uint bs0, bs1, bs2, bs3;     // b's element strides per a-dim (0: broadcast)
+  uint u_off;                  // PRE: the unary op's output and parameters
+  float scale, bias, cap;
 } pc;
 
 void main() {
@@ -22,5 +28,9 @@ void main() {
   uint i1 = t % pc.ne1, i0 = t / pc.ne1;
   float bv = b[pc.b_off + i0 * pc.bs0 + i1 * pc.bs1 + i2 * pc.bs2 + i3 * pc.bs3];
   float av = a[pc.a_off + i];
+  if (PRE != 0u) {
+    av = unary_op(PRE, av, pc.scale, pc.bias, pc.cap);
+    u[pc.u_off + i] = av;
+  }
   o[pc.o_off + i] = OP == 8u ? av + bv : av * bv;
 }
