@@ -322,6 +322,8 @@ TEST(Vulkan, MatmulKeepsInfAndNanOfHalfWeights) {
       w[13 * K + 1] = 65504.0f;  // largest normal half (f16 exponent 30)
       w[13 * K + 2] = -65504.0f;
       w[14 * K + 3] = 6.103515625e-05f;  // smallest normal half
+      w[15 * K + 4] = 5.9604645e-08f;     // subnormal halves (flushed to 0 by the fast path)
+      w[15 * K + 5] = -3.0e-05f;
       auto run = [&](Device& d) {
         OpGraph g;
         g.output(g.op(KILN_OP_MATMUL, {g.f32_values({1, K}, x), g.weight_values(t, {M, K}, w)}));

@@ -27,17 +27,21 @@ layout(std430, set = 0, binding = 2) readonly buffer Ids { int ids[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer Y { float y[]; };
 layout(std430, set = 0, binding = 4) buffer Err { uint err[]; };  // err[2]: a bad MoE expert id
 #if defined(WT_F16)
-// Two f16 in one word -> f32 in 5 ops per pair: this conversion is the cost of f16 GEMV on
+// Two f16 in one word -> f32 in ~8 ops per pair: this conversion is the cost of f16 GEMV on
 // lavapipe (unpackHalf2x16 and RGBA16F views were both slower). An arithmetic shift by 3 moves a
 // half's exponent and mantissa into the low bits of an f32's and copies its sign into bits
 // 31..28; the mask keeps the sign in bit 31; scaling by 2^112 re-biases the exponent (exact for
-// normals; subnormal halves may be flushed to 0 where the device flushes f32 denormals).
-// Exponent 31 (inf/NaN) comes out finite here, so every word also sets bit 15 / 31 of
-// `f16_special` when its low / high half has exponent 31, and main() redoes such a lane exactly.
+// normals). Subnormal halves (|w| < 6.1e-5) are flushed to 0 first: as f32 they would be denormal
+// operands of that multiply, which cost a microcode assist per vector on Intel CPUs (lavapipe
+// offers no flush-to-zero mode) and made GEMV 2.4x slower with 1% subnormal weights, a share real
+// f16 checkpoints have. Exponent 31 (inf/NaN) comes out finite here, so every word also sets bit
+// 15 / 31 of `f16_special` when its low / high half has exponent 31, and main() redoes such a lane
+// exactly.
 uint f16_special = 0u;
 vec2 f16x2(uint w) {
   f16_special |= (w & 0x7c007c00u) + 0x04000400u;
   uvec2 b = uvec2(ivec2(int(w << 16), int(w)) >> 3) & 0x8fffe000u;
+  b = mix(b, uvec2(0u), equal(b & 0x0f800000u, uvec2(0u)));  // subnormal -> 0
   return uintBitsToFloat(b) * uintBitsToFloat(0x77800000u);
 }
 // The same with exponent 31 mapped to the f32 exponent 255 (inf/NaN kept): ~4 more ops per half.
