@@ -101,7 +101,7 @@ void Recorder::hazard_barrier(std::span<const Range> reads, std::span<const Rang
     return false;
   };
   bool need = false;
-  for (const Range& r : reads) need = need || overlaps(r, written_);                          // RAW
+  for (const Range& r : reads) need = need || overlaps(r, written_);                         // RAW
   for (const Range& w : writes) need = need || overlaps(w, written_) || overlaps(w, read_);  // WAW, WAR
   if (need) {
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -149,7 +149,8 @@ void Recorder::dispatch(const Pipeline& p, std::span<const Arg> args, const void
       w.descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
       w.pTexelBufferView = &views[i];
     } else {
-      infos[i] = {a.alloc->buffer, a.alloc->offset + a.base, std::min<uint64_t>(a.alloc->size - a.base, d.max_storage_range)};
+      infos[i] = {a.alloc->buffer, a.alloc->offset + a.base,
+                  std::min<uint64_t>(a.alloc->size - a.base, d.max_storage_range)};
       w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
       w.pBufferInfo = &infos[i];
     }
@@ -170,8 +171,7 @@ void Recorder::dispatch(const Pipeline& p, std::span<const Arg> args, const void
   }
 }
 
-void Recorder::copy(const Allocation& src, uint64_t src_off, const Allocation& dst, uint64_t dst_off,
-                    uint64_t bytes) {
+void Recorder::copy(const Allocation& src, uint64_t src_off, const Allocation& dst, uint64_t dst_off, uint64_t bytes) {
   if (!recording_) begin();
   if (!bytes) return;
   Range r{src.buffer, src.offset + src_off, src.offset + src_off + bytes};
@@ -226,9 +226,10 @@ void Recorder::submit_and_wait() {
   VkResult r = vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, timeout_ns_);
   if (r == VK_TIMEOUT) timed_out_ = true;
   if (r == VK_TIMEOUT)
-    throw_error("[vulkan] a command buffer of {} dispatches did not finish within {:.0f} s on '{}' (runaway kernel or "
-                "a far too large shape; KILN_VULKAN_TIMEOUT_S raises the limit)",
-                dispatches_, static_cast<double>(timeout_ns_) / 1e9, ctx_.info().name);
+    throw_error(
+        "[vulkan] a command buffer of {} dispatches did not finish within {:.0f} s on '{}' (runaway kernel or "
+        "a far too large shape; KILN_VULKAN_TIMEOUT_S raises the limit)",
+        dispatches_, static_cast<double>(timeout_ns_) / 1e9, ctx_.info().name);
   check(r, "vkWaitForFences");
   check(vkResetFences(ctx_.device(), 1, &fence_), "vkResetFences");
   if (queries_ && profiler_ && query_count_ > 1) {
@@ -242,13 +243,15 @@ void Recorder::submit_and_wait() {
 }
 
 void Profiler::add(const std::string& op, uint64_t ticks) {
+  const double ns = static_cast<double>(ticks) * period_ns_;
   for (Row& r : ops_)
     if (r.op == op) {
       ++r.calls;
-      r.ns += static_cast<double>(ticks) * period_ns_;
+      r.ns += ns;
+      r.samples.push_back(static_cast<float>(ns));
       return;
     }
-  ops_.push_back({op, 1, static_cast<double>(ticks) * period_ns_});
+  ops_.push_back({op, 1, ns, {static_cast<float>(ns)}});
 }
 
 std::string Profiler::table() const {
@@ -256,11 +259,17 @@ std::string Profiler::table() const {
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.ns > b.ns; });
   double total = 0;
   for (const Row& r : rows) total += r.ns;
-  std::string out = fmt::format("{:<40} {:>8} {:>12} {:>12} {:>7}\n", "op (vulkan, KILN_PROFILE=1)", "calls",
-                                "total ms", "mean us", "share");
-  for (const Row& r : rows)
-    out += fmt::format("{:<40} {:>8} {:>12.3f} {:>12.1f} {:>6.1f}%\n", r.op, r.calls, r.ns / 1e6,
-                       r.ns / 1e3 / static_cast<double>(r.calls), total > 0 ? 100 * r.ns / total : 0.0);
+  // The mean includes each pipeline's first call, which on lavapipe holds its JIT; the median
+  // is the steady-state cost of a call.
+  std::string out = fmt::format("{:<40} {:>8} {:>12} {:>12} {:>12} {:>7}\n", "op (vulkan, KILN_PROFILE=1)", "calls",
+                                "total ms", "mean us", "median us", "share");
+  for (Row& r : rows) {
+    std::nth_element(r.samples.begin(), r.samples.begin() + static_cast<std::ptrdiff_t>(r.samples.size() / 2),
+                     r.samples.end());
+    const double median = r.samples.empty() ? 0.0 : r.samples[r.samples.size() / 2];
+    out += fmt::format("{:<40} {:>8} {:>12.3f} {:>12.1f} {:>12.1f} {:>6.1f}%\n", r.op, r.calls, r.ns / 1e6,
+                       r.ns / 1e3 / static_cast<double>(r.calls), median / 1e3, total > 0 ? 100 * r.ns / total : 0.0);
+  }
   out += fmt::format("{:<40} {:>8} {:>12.3f}\n", "total", "", total / 1e6);
   return out;
 }

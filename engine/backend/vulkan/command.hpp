@@ -38,8 +38,8 @@ class Recorder {
 
   void begin();
   /** Records one dispatch of `groups` workgroups (x may exceed the device limit: it is folded into y). */
-  void dispatch(const Pipeline& p, std::span<const Arg> args, const void* push, uint32_t push_bytes,
-                uint32_t gx, uint32_t gy = 1, uint32_t gz = 1, const char* op = nullptr);
+  void dispatch(const Pipeline& p, std::span<const Arg> args, const void* push, uint32_t push_bytes, uint32_t gx,
+                uint32_t gy = 1, uint32_t gz = 1, const char* op = nullptr);
   void copy(const Allocation& src, uint64_t src_off, const Allocation& dst, uint64_t dst_off, uint64_t bytes);
   /** Regions' offsets are relative to the allocations; they must not overlap each other. */
   void copy_regions(const Allocation& src, const Allocation& dst, const std::vector<VkBufferCopy>& regions);
@@ -90,6 +90,7 @@ class Profiler {
     std::string op;
     uint64_t calls = 0;
     double ns = 0;
+    std::vector<float> samples;  ///< per call, ns: the median hides the first call's lavapipe JIT
   };
   double period_ns_;
   std::vector<Row> ops_;

@@ -322,7 +322,7 @@ TEST(Vulkan, MatmulKeepsInfAndNanOfHalfWeights) {
       w[13 * K + 1] = 65504.0f;  // largest normal half (f16 exponent 30)
       w[13 * K + 2] = -65504.0f;
       w[14 * K + 3] = 6.103515625e-05f;  // smallest normal half
-      w[15 * K + 4] = 5.9604645e-08f;     // subnormal halves (flushed to 0 by the fast path)
+      w[15 * K + 4] = 5.9604645e-08f;    // subnormal halves (flushed to 0 by the fast path)
       w[15 * K + 5] = -3.0e-05f;
       auto run = [&](Device& d) {
         OpGraph g;
@@ -436,13 +436,14 @@ TEST(Vulkan, AddThenRmsNormRunAsOneDispatchWithTheSameBits) {
     a[i] = std::sin(static_cast<float>(i) * 0.3f), b[i] = std::cos(static_cast<float>(i) * 0.7f);
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5f + 0.01f * static_cast<float>(i);
   for (int mode : {KILN_NORM_WEIGHT, KILN_NORM_ONE_PLUS, KILN_NORM_NONE}) {
-    for (bool in_place : {false, true}) {
+    for (int alias : {0, 1, 2}) {  // 1: the sum over a (in place); 2: the norm output over b
+      const bool in_place = alias == 1;
       Bufs bufs;
       const TensorDesc d(DType::f32, {rows, D});
       auto ta = bufs.make(*dev, d, a.data()), tb = bufs.make(*dev, d, b.data());
       auto tw = bufs.make(*dev, TensorDesc(DType::f32, {D}), w.data());
       auto ts = in_place ? ta : bufs.make(*dev, d);
-      auto to = bufs.make(*dev, d);
+      auto to = alias == 2 ? tb : bufs.make(*dev, d);
       backend::Node add = node(KILN_OP_ADD, {ta, tb}, ts);
       backend::Node norm = node(KILN_OP_RMS_NORM, {ts, tw}, to);
       if (mode == KILN_NORM_NONE) norm.n_src = 1;
@@ -456,10 +457,11 @@ TEST(Vulkan, AddThenRmsNormRunAsOneDispatchWithTheSameBits) {
       backend::BoundGraph fused;
       fused.nodes = {add, norm};
       dev->compute(fused);
-      std::string what = "mode " + std::to_string(mode) + (in_place ? " in place" : "");
+      std::string what = "mode " + std::to_string(mode) + " alias " + std::to_string(alias);
       EXPECT_EQ(dev->last_dispatches(), 1u) << what;
       const auto sum = read(ts), out = read(to);
       ta.buffer->upload(0, a.data(), a.size() * 4);  // undo an in-place sum
+      tb.buffer->upload(0, b.data(), b.size() * 4);  // and a norm written over b
       backend::BoundGraph g1, g2;
       g1.nodes = {add};
       g2.nodes = {norm};

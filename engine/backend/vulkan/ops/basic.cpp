@@ -104,16 +104,12 @@ bool fuses_add_norm(const backend::Node& add, const backend::Node& norm) {
   const int64_t total = a.desc.numel();
   if (b.desc.numel() != total || s.desc.numel() != total || o.desc.numel() != total) return false;  // no broadcast
   if (x.buffer != s.buffer || x.offset != s.offset || x.desc.numel() != total) return false;  // norm reads the sum
-  auto overlap = [](const backend::TensorRef& p, const backend::TensorRef& q) {
-    return p.buffer == q.buffer && p.offset < q.offset + q.desc.bytes() && q.offset < p.offset + p.desc.bytes();
-  };
-  auto same = [](const backend::TensorRef& p, const backend::TensorRef& q) {
-    return p.buffer == q.buffer && p.offset == q.offset;
-  };
-  // Each lane reads and writes only its own elements, so an in-place sum (s == a or b) is fine;
-  // any other overlap would mix elements between lanes.
-  if ((overlap(s, a) && !same(s, a)) || (overlap(s, b) && !same(s, b))) return false;
-  if (overlap(o, a) || overlap(o, b) || overlap(o, s)) return false;
+  // A lane reads and writes only its own elements of its row (the sum before the norm), so a
+  // tensor may be the very same range as another (an in-place sum, or a norm output the memory
+  // planner put where a dead operand was); a partial overlap would mix rows or lanes.
+  if (!disjoint_or_same(s, a) || !disjoint_or_same(s, b) || !disjoint_or_same(o, a) || !disjoint_or_same(o, b) ||
+      !disjoint_or_same(o, s))
+    return false;
   if (norm.params.mode != KILN_NORM_NONE &&
       (norm.n_src < 2 || norm.src[1].desc.numel() != x.desc.last() || overlap(o, norm.src[1])))
     return false;
