@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "backend/vulkan/ops/ops.hpp"
@@ -165,13 +166,19 @@ std::unique_ptr<backend::Buffer> VulkanDevice::allocate(size_t bytes, backend::B
   } catch (const BackendError&) {
     throw;
   } catch (const HostError& e) {
-    if (std::strstr(e.what(), "out of device memory") || std::strstr(e.what(), "largest allocation")) {
+    // The allocator's out-of-memory message already names the device, what was asked and what is
+    // free; only re-tag it. The largest-allocation refusal gets the asked/free summary added.
+    if (std::strstr(e.what(), "out of device memory")) {
+      std::string_view m = e.what();
+      if (m.rfind("[vulkan] ", 0) == 0) m.remove_prefix(9);
+      throw BackendError(BackendError::Kind::out_of_memory, fmt::format("[backend vulkan] {}", m));
+    }
+    if (std::strstr(e.what(), "largest allocation")) {
       MemoryStats s = mem_->stats();
       uint64_t free = s.limit > s.used ? s.limit - s.used : 0;
       throw BackendError(BackendError::Kind::out_of_memory,
-                         fmt::format("[backend vulkan] out of memory on '{}': asked {}, free {} ({}); use a smaller "
-                                     "model, quantized weights or a smaller KV cache",
-                                     info_.name, backend::format_bytes(bytes), backend::format_bytes(free), e.what()));
+                         fmt::format("[backend vulkan] out of memory on '{}': asked {}, free {} ({})", info_.name,
+                                     backend::format_bytes(bytes), backend::format_bytes(free), e.what()));
     }
     throw BackendError(BackendError::Kind::device, e.what());
   }

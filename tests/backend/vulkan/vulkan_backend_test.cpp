@@ -104,7 +104,10 @@ TEST(Vulkan, OutOfMemorySaysAskedAndFree) {
     ADD_FAILURE() << "expected out of memory";
   } catch (const BackendError& e) {
     EXPECT_EQ(e.kind(), BackendError::Kind::out_of_memory);
-    EXPECT_NE(std::string(e.what()).find("asked 64.0 MiB"), std::string::npos) << e.what();
+    const std::string m = e.what();
+    EXPECT_NE(m.find("asked 64.0 MiB"), std::string::npos) << m;
+    EXPECT_EQ(m.find("asked"), m.rfind("asked")) << "said twice: " << m;
+    EXPECT_EQ(m.find("[vulkan]"), std::string::npos) << m;
   }
   dev->allocator().set_limit(0);
   auto ok = dev->allocate(1u << 20, backend::BufferUsage::weights);  // still usable afterwards
