@@ -256,6 +256,22 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       const backend::Node& n = graph.nodes[i];
       OpEnv e{*this, *rec_, n, flags_};
+      // Pairs of nodes that run as one dispatch (ops.hpp: fuses_*); the second node's OpEnv
+      // records both. Sibling matmuls are grouped in the MATMUL case.
+      if (!fuse_off() && i + 1 < graph.nodes.size()) {
+        const backend::Node& next = graph.nodes[i + 1];
+        OpEnv ne{*this, *rec_, next, flags_};
+        if (fuses_add_norm(n, next)) {
+          record_norm(ne, &n);
+          ++i;
+          continue;
+        }
+        if (fuses_unary_binary(n, next)) {
+          record_elementwise(ne, &n);
+          ++i;
+          continue;
+        }
+      }
       switch (n.op) {
         case KILN_OP_MATMUL: {
           const size_t k = fusable_matmuls(*this, graph.nodes, i);
@@ -267,14 +283,7 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
           record_matmul(e);
           break;
         case KILN_OP_ADD:
-          if (!fuse_off() && i + 1 < graph.nodes.size() && fuses_add_norm(n, graph.nodes[i + 1])) {
-            OpEnv ne{*this, *rec_, graph.nodes[i + 1], flags_};
-            record_norm(ne, &n);
-            ++i;
-            break;
-          }
-          record_elementwise(e);
-          break;
+        case KILN_OP_MUL:
         case KILN_OP_SCALE:
         case KILN_OP_SILU:
         case KILN_OP_GELU_TANH:
@@ -282,15 +291,6 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
         case KILN_OP_SOFTPLUS:
         case KILN_OP_SOFTCAP:
         case KILN_OP_EXP:
-          if (!fuse_off() && i + 1 < graph.nodes.size() && fuses_unary_binary(n, graph.nodes[i + 1])) {
-            OpEnv be{*this, *rec_, graph.nodes[i + 1], flags_};
-            record_elementwise(be, &n);
-            ++i;
-            break;
-          }
-          record_elementwise(e);
-          break;
-        case KILN_OP_MUL:
           record_elementwise(e);
           break;
         case KILN_OP_RMS_NORM:

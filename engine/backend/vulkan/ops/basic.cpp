@@ -4,6 +4,7 @@
 
 #include "backend/vulkan/device.hpp"
 #include "backend/vulkan/ops/ops.hpp"
+#include "graph/ops.hpp"
 
 namespace kiln::vk {
 
@@ -18,36 +19,8 @@ std::array<int64_t, 4> pad4(const backend::TensorDesc& d) {
 
 }  // namespace
 
-namespace {
-
-bool is_unary(kiln_op op) {
-  switch (op) {
-    case KILN_OP_SCALE:
-    case KILN_OP_SILU:
-    case KILN_OP_GELU_TANH:
-    case KILN_OP_SIGMOID:
-    case KILN_OP_SOFTPLUS:
-    case KILN_OP_SOFTCAP:
-    case KILN_OP_EXP:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool overlap(const backend::TensorRef& p, const backend::TensorRef& q) {
-  return p.buffer == q.buffer && p.offset < q.offset + q.desc.bytes() && q.offset < p.offset + p.desc.bytes();
-}
-
-// Disjoint, or the very same elements (an invocation reads and writes only its own index).
-bool disjoint_or_same(const backend::TensorRef& p, const backend::TensorRef& q) {
-  return !overlap(p, q) || (p.offset == q.offset && p.desc.bytes() == q.desc.bytes());
-}
-
-}  // namespace
-
 bool fuses_unary_binary(const backend::Node& un, const backend::Node& bin) {
-  if (!is_unary(un.op) || (bin.op != KILN_OP_ADD && bin.op != KILN_OP_MUL)) return false;
+  if (!graph::op_is_unary(un.op) || (bin.op != KILN_OP_ADD && bin.op != KILN_OP_MUL)) return false;
   if (un.op == KILN_OP_SOFTCAP && un.params.cap == 0.0f) return false;  // record_elementwise reports it
   const backend::TensorRef &x = un.src[0], &u = un.dst, &a = bin.src[0], &b = bin.src[1], &o = bin.dst;
   for (const backend::TensorRef* t : {&x, &u, &a, &b, &o})

@@ -4,6 +4,7 @@
 // ~30 µs of thread hand-off, and a decode step is hundreds of them.
 #include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 #include "backend/vulkan/device.hpp"
 #include "backend/vulkan/ops/ops.hpp"
@@ -24,8 +25,26 @@ bool same_tensor(const backend::TensorRef& a, const backend::TensorRef& b) {
          a.desc.ne == b.desc.ne;
 }
 
-bool overlaps(const backend::TensorRef& a, const backend::TensorRef& b) {
-  return a.buffer == b.buffer && a.offset < b.offset + b.desc.bytes() && b.offset < a.offset + a.desc.bytes();
+// matmul.comp's push constants, field for field.
+struct MatmulPush {
+  uint32_t R, M, K, x_off, w_off, y_off, w_row, kslots, ids_off, ldy, ms;
+  uint32_t g1, M1, w_off1, y_off1;  // sibling products (fused dispatch); g = 0: absent
+  uint32_t g2, M2, w_off2, y_off2;
+  uint32_t n_experts;
+  std::vector<uint32_t> words() const {
+    const auto* p = reinterpret_cast<const uint32_t*>(this);
+    return {p, p + sizeof(*this) / 4};
+  }
+};
+
+static_assert(sizeof(MatmulPush) == 20 * 4, "matmul.comp reads 20 words of push constants");
+
+// Workgroups along y/z for R activation rows in tiles of tm (y is folded into z past its limit).
+void row_grid(const DeviceInfo& d, int64_t R, uint32_t tm, uint32_t& gy, uint32_t& gz) {
+  const uint64_t tiles = (static_cast<uint64_t>(R) + tm - 1) / tm;
+  const uint64_t y = std::min<uint64_t>(tiles, d.max_groups[1]);
+  gy = static_cast<uint32_t>(y);
+  gz = static_cast<uint32_t>((tiles + y - 1) / y);
 }
 
 // Plain 2-D MATMUL whose shapes record_matmul accepts (it reports the errors of the others).
@@ -44,7 +63,7 @@ size_t fusable_matmuls(VulkanDevice& dev, const std::vector<backend::Node>& node
   const backend::TensorRef &x = a.src[0], &w = a.src[1];
   const Allocation* wa = allocation_of(w);
   const Allocation* ya = allocation_of(a.dst);
-  if (!wa || !ya || overlaps(a.dst, x)) return 1;
+  if (!wa || !ya || overlap(a.dst, x)) return 1;
   const uint64_t wrow = backend::row_bytes(w.desc.dtype, w.desc.last());
   uint64_t wlo = w.offset, whi = w.offset + w.desc.ne[0] * wrow;
   uint64_t ylo = a.dst.offset, yhi = a.dst.offset + a.dst.desc.bytes();
@@ -53,10 +72,10 @@ size_t fusable_matmuls(VulkanDevice& dev, const std::vector<backend::Node>& node
     const backend::Node& b = nodes[i + k];
     if (!plain_matmul(b) || !same_tensor(b.src[0], x) || b.src[1].desc.dtype != w.desc.dtype ||
         b.src[1].desc.last() != w.desc.last() || allocation_of(b.src[1]) != wa || allocation_of(b.dst) != ya ||
-        overlaps(b.dst, x))
+        overlap(b.dst, x))
       break;
     bool clash = false;  // a sibling's output must not overlap an earlier one's output
-    for (size_t j = 0; j < k; ++j) clash |= overlaps(b.dst, nodes[i + j].dst);
+    for (size_t j = 0; j < k; ++j) clash |= overlap(b.dst, nodes[i + j].dst);
     if (clash) break;
     const uint64_t nwlo = std::min<uint64_t>(wlo, b.src[1].offset),
                    nwhi = std::max<uint64_t>(whi, b.src[1].offset + b.src[1].desc.ne[0] * wrow);
@@ -124,52 +143,30 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
     const uint64_t wbase = OpEnv::base({nullptr, wlo, {}}), ybase = OpEnv::base({nullptr, ylo, {}});
     MatmulPlan plan = e.dev.policy().matmul(wt, R, M, K, aligned, false);
     const uint64_t block_rows = static_cast<uint64_t>(plan.tn) * plan.row_stride;
-    std::vector<uint32_t> push = {u32(R),
-                                  u32(M),
-                                  u32(K),
-                                  e.off(x, 4),
-                                  0,
-                                  0,
-                                  u32(static_cast<int64_t>(wrow)),
-                                  1,
-                                  0,
-                                  u32(M),
-                                  plan.row_stride,
-                                  0,
-                                  0,
-                                  0,
-                                  0,
-                                  0,
-                                  0,
-                                  0,
-                                  0,
-                                  0};  // siblings set below; no MoE
+    MatmulPush push{};
+    push.R = u32(R), push.M = u32(M), push.K = u32(K), push.x_off = e.off(x, 4);
+    push.w_row = u32(static_cast<int64_t>(wrow)), push.kslots = 1, push.ldy = u32(M), push.ms = plan.row_stride;
     uint64_t groups = 0;
     for (size_t i = 0; i < parts.size(); ++i) {
       const backend::TensorRef &ws = parts[i]->src[1], &ys = parts[i]->dst;
-      const uint64_t woff = (ws.offset - wbase) / (quant ? 1 : esize), yoff = (ys.offset - ybase) / 4;
       if ((ws.offset - wbase) % (quant ? 1 : esize) || (ys.offset - ybase) % 4) e.fail("misaligned sibling tensors");
+      const uint32_t woff = u32(static_cast<int64_t>((ws.offset - wbase) / (quant ? 1 : esize)));
+      const uint32_t yoff = u32(static_cast<int64_t>((ys.offset - ybase) / 4));
       const uint64_t Mi = static_cast<uint64_t>(ws.desc.ne[0]);
-      if (i == 0) {
-        push[4] = u32(static_cast<int64_t>(woff));
-        push[5] = u32(static_cast<int64_t>(yoff));
-      } else {
-        const size_t at = i == 1 ? 11 : 15;
-        push[at] = u32(static_cast<int64_t>(groups));
-        push[at + 1] = u32(static_cast<int64_t>(Mi));
-        push[at + 2] = u32(static_cast<int64_t>(woff));
-        push[at + 3] = u32(static_cast<int64_t>(yoff));
-      }
+      const uint32_t g = u32(static_cast<int64_t>(groups));
+      if (i == 0) push.w_off = woff, push.y_off = yoff;
+      if (i == 1) push.g1 = g, push.M1 = u32(static_cast<int64_t>(Mi)), push.w_off1 = woff, push.y_off1 = yoff;
+      if (i == 2) push.g2 = g, push.M2 = u32(static_cast<int64_t>(Mi)), push.w_off2 = woff, push.y_off2 = yoff;
       groups += (Mi + block_rows - 1) / block_rows * plan.row_stride;
     }
-    const uint64_t rtiles = (static_cast<uint64_t>(R) + plan.tm - 1) / plan.tm;
     if (groups > d.max_groups[0])
       e.fail(fmt::format("{} fused output features exceed the grid limit", groups * plan.tn));
-    const uint64_t gy = std::min<uint64_t>(rtiles, d.max_groups[1]), gz = (rtiles + gy - 1) / gy;
+    uint32_t gy = 1, gz = 1;
+    row_grid(d, R, plan.tm, gy, gz);
     std::vector<Arg> args = {e.tex(x, xf), Arg{&e.alloc(w), wf, false, wlo, whi - wlo, wbase}, e.ssbo(x),
                              Arg{&e.alloc(n.dst), VK_FORMAT_UNDEFINED, true, ylo, yhi - ylo, ybase}, flags};
     const Pipeline& p = e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, 0u});
-    e.dispatch(p, args, push, static_cast<uint32_t>(groups), static_cast<uint32_t>(gy), static_cast<uint32_t>(gz));
+    e.dispatch(p, args, push.words(), static_cast<uint32_t>(groups), gy, gz);
     return;
   }
 
@@ -199,34 +196,19 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
     std::vector<Arg> args = {e.tex(x, xf), e.tex(ws, wf), moe ? e.ssbo(n.src[2]) : e.ssbo(x), e.ssbo(ys, true), flags};
     const Pipeline& p =
         e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode});
-    std::vector<uint32_t> push = {u32(R),
-                                  u32(mb),
-                                  u32(K),
-                                  e.off(x, 4),
-                                  e.off(ws, quant ? 1 : esize),  // bytes for quantized weights
-                                  e.off(ys, 4),
-                                  u32(static_cast<int64_t>(wrow)),
-                                  u32(kslots),
-                                  moe ? e.off(n.src[2], 4) : 0u,
-                                  u32(M),
-                                  plan.row_stride,
-                                  0,
-                                  0,
-                                  0,
-                                  0,
-                                  0,
-                                  0,
-                                  0,
-                                  0,  // no siblings
-                                  moe ? u32(w.desc.ne[0]) : 0u};
+    MatmulPush push{};
+    push.R = u32(R), push.M = u32(mb), push.K = u32(K), push.x_off = e.off(x, 4);
+    push.w_off = e.off(ws, quant ? 1 : esize);  // bytes for quantized weights
+    push.y_off = e.off(ys, 4), push.w_row = u32(static_cast<int64_t>(wrow)), push.kslots = u32(kslots);
+    push.ids_off = moe ? e.off(n.src[2], 4) : 0u, push.ldy = u32(M), push.ms = plan.row_stride;
+    push.n_experts = moe ? u32(w.desc.ne[0]) : 0u;
     // Blocks of tn·row_stride weight rows, row_stride workgroups each (matmul.comp).
     const uint64_t block_rows = static_cast<uint64_t>(plan.tn) * plan.row_stride;
-    uint64_t gx = (static_cast<uint64_t>(mb) + block_rows - 1) / block_rows * plan.row_stride;
-    uint64_t rtiles = (static_cast<uint64_t>(R) + plan.tm - 1) / plan.tm;
+    const uint64_t gx = (static_cast<uint64_t>(mb) + block_rows - 1) / block_rows * plan.row_stride;
     if (gx > d.max_groups[0]) e.fail(fmt::format("{} output features exceed the grid limit; split w", mb));
-    uint64_t gy = std::min<uint64_t>(rtiles, d.max_groups[1]);
-    uint64_t gz = (rtiles + gy - 1) / gy;
-    e.dispatch(p, args, push, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(gz));
+    uint32_t gy = 1, gz = 1;
+    row_grid(d, R, plan.tm, gy, gz);
+    e.dispatch(p, args, push.words(), static_cast<uint32_t>(gx), gy, gz);
   }
 }
 

@@ -47,6 +47,16 @@ struct OpEnv {
 inline uint32_t fbits(float f) {
   return std::bit_cast<uint32_t>(f);
 }
+/** Whether two tensors share any byte. */
+inline bool overlap(const backend::TensorRef& p, const backend::TensorRef& q) {
+  return p.buffer == q.buffer && p.offset < q.offset + q.desc.bytes() && q.offset < p.offset + p.desc.bytes();
+}
+/** Disjoint, or exactly the same bytes: safe for a fused kernel whose invocations read and write
+ *  only their own elements. */
+inline bool disjoint_or_same(const backend::TensorRef& p, const backend::TensorRef& q) {
+  return !overlap(p, q) || (p.offset == q.offset && p.desc.bytes() == q.desc.bytes());
+}
+
 inline uint32_t u32(int64_t v) {
   return static_cast<uint32_t>(v);
 }
