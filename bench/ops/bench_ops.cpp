@@ -137,6 +137,119 @@ Result run_dispatch_chain(backend::Device& dev, int n, int reps) {
   return {median(times) * 1e6, *std::min_element(times.begin(), times.end()) * 1e6};
 }
 
+// Decode-shaped small ops (a 1024-wide Qwen3 layer, one token) as chains of dependent dispatches:
+// what each costs inside a graph, without KILN_PROFILE's per-dispatch timestamps.
+struct SmallOp {
+  const char* name;
+  const char* shape;
+  backend::Node node;  // src[0] and dst are filled per link
+  int64_t n;           // elements of src[0] / dst
+};
+
+void run_small_ops(backend::Device& dev, int chain, int reps) {
+  const int64_t D = 1024, FF = 3072, H = 16, HD = 128;
+  auto buf = [&](int64_t bytes, const void* init) {
+    auto b = dev.allocate(bytes, backend::BufferUsage::activations);
+    if (init) b->upload(0, init, bytes);
+    return b;
+  };
+  std::vector<float> ones(2 * FF, 1.0f), noise(2 * FF);
+  for (size_t i = 0; i < noise.size(); ++i) noise[i] = 0.01f * static_cast<float>(i % 97) - 0.4f;
+  auto a = buf(2 * FF * 4, noise.data()), b = buf(2 * FF * 4, noise.data()), c = buf(2 * FF * 4, noise.data());
+  auto w = buf(D * 4, ones.data());
+  int32_t pos0 = 37, slot0 = 5;
+  auto pos = buf(4, &pos0), slot = buf(4, &slot0);
+  auto cache = buf(64 * D * 2, nullptr);
+  auto f32 = [](int64_t n, backend::Buffer* bf = nullptr, size_t off = 0) {
+    return backend::TensorRef{bf, off, backend::TensorDesc(DType::f32, {n})};
+  };
+  std::vector<SmallOp> ops;
+  {
+    SmallOp o{"ADD", "1024", {}, D};
+    o.node.op = KILN_OP_ADD;
+    o.node.n_src = 2;
+    o.node.src[1] = f32(D, c.get());
+    ops.push_back(o);
+  }
+  {
+    SmallOp o{"RMS_NORM w", "1024", {}, D};
+    o.node.op = KILN_OP_RMS_NORM;
+    o.node.n_src = 2;
+    o.node.src[1] = f32(D, w.get());
+    o.node.params.eps = 1e-6f;
+    ops.push_back(o);
+  }
+  {
+    SmallOp o{"SILU", "3072", {}, FF};
+    o.node.op = KILN_OP_SILU;
+    o.node.n_src = 1;
+    ops.push_back(o);
+  }
+  {
+    SmallOp o{"MUL", "3072", {}, FF};
+    o.node.op = KILN_OP_MUL;
+    o.node.n_src = 2;
+    o.node.src[1] = f32(FF, c.get());
+    ops.push_back(o);
+  }
+  {
+    SmallOp o{"ROPE neox", "1x16x128", {}, H * HD};
+    o.node.op = KILN_OP_ROPE;
+    o.node.n_src = 2;
+    o.node.src[1] = {pos.get(), 0, backend::TensorDesc(DType::i32, {1})};
+    o.node.params.theta = 1e6f;
+    ops.push_back(o);
+  }
+  std::printf("\n%-26s %-10s %s\n", "small op (decode shape)", "shape",
+              "best/median us per dispatch (a chain of dependent dispatches in one graph)");
+  for (SmallOp& o : ops) {
+    backend::BoundGraph g;
+    for (int i = 0; i < chain; ++i) {
+      backend::Node node = o.node;
+      backend::Buffer* src = i % 2 ? b.get() : a.get();
+      backend::Buffer* dst = i % 2 ? a.get() : b.get();
+      node.src[0] = f32(o.n, src);
+      node.dst = f32(o.n, dst);
+      if (node.op == KILN_OP_ROPE) {
+        node.src[0].desc = backend::TensorDesc(DType::f32, {1, H, HD});
+        node.dst.desc = node.src[0].desc;
+      }
+      g.nodes.push_back(node);
+    }
+    dev.compute(g);
+    std::vector<double> times;
+    for (int r = 0; r < reps; ++r) {
+      double t0 = now();
+      dev.compute(g);
+      times.push_back((now() - t0) / chain * 1e6);
+    }
+    std::printf("%-26s %-10s %7.1f/%-7.1f\n", o.name, o.shape, *std::min_element(times.begin(), times.end()),
+                median(times));
+  }
+  {  // SET_ROWS: one token's K row into an f16 cache (no chain: each link writes the same slot)
+    backend::BoundGraph g;
+    for (int i = 0; i < chain; ++i) {
+      backend::Node node;
+      node.op = KILN_OP_SET_ROWS;
+      node.n_src = 3;
+      node.src[0] = {cache.get(), 0, backend::TensorDesc(DType::f16, {64, D})};
+      node.src[1] = {i % 2 ? a.get() : b.get(), 0, backend::TensorDesc(DType::f32, {1, D})};
+      node.src[2] = {slot.get(), 0, backend::TensorDesc(DType::i32, {1})};
+      node.dst = node.src[0];
+      g.nodes.push_back(node);
+    }
+    dev.compute(g);
+    std::vector<double> times;
+    for (int r = 0; r < reps; ++r) {
+      double t0 = now();
+      dev.compute(g);
+      times.push_back((now() - t0) / chain * 1e6);
+    }
+    std::printf("%-26s %-10s %7.1f/%-7.1f\n", "SET_ROWS f16", "1x1024", *std::min_element(times.begin(), times.end()),
+                median(times));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -223,6 +336,7 @@ int main(int argc, char** argv) {
     Result r = run_dispatch_chain(*dev, 256, quick ? 2 : 5);
     std::printf("\n%-26s %-6s %7.1f/%-7.1f us per dispatch (256 dependent ADDs of 1024 floats in one graph)\n",
                 "dispatch chain", "f32", r.best_ms, r.ms);
+    run_small_ops(*dev, 128, quick ? 2 : 5);
   }
   if (auto* vd = dynamic_cast<vk::VulkanDevice*>(dev); vd && !vd->profile_table().empty())
     std::printf("\n%s", vd->profile_table().c_str());

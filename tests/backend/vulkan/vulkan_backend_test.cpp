@@ -350,6 +350,48 @@ TEST(Vulkan, MatmulKeepsInfAndNanOfHalfWeights) {
   }
 }
 
+TEST(Vulkan, HalfMatmulSurvivesActivationsAbove2To16) {
+  // The f16 fast path folds the 2^112 of its half->f32 widening into the activations, which
+  // overflows for |x| >= 2^16 where w·x itself is finite. Such lanes must be redone exactly:
+  // results finite and equal to the CPU reference, in decode (1 row) and batched (9 row) tiles,
+  // on the aligned and the scalar read paths; a row of ordinary activations in the same batch
+  // keeps its bits.
+  REQUIRE_VULKAN(dev);
+  Device* cpu_dev = backend::Registry::instance().find("cpu");
+  ASSERT_NE(cpu_dev, nullptr);
+  for (int64_t K : {136, 45}) {
+    for (int64_t R : {1, 9}) {
+      const int64_t M = 20;
+      std::vector<float> w(static_cast<size_t>(M * K)), x(static_cast<size_t>(R * K));
+      for (size_t i = 0; i < w.size(); ++i) w[i] = std::cos(static_cast<float>(i) * 0.37f) * 0.5f;
+      for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.9f);
+      x[7] = 70000.0f;  // row 0: 2^16 < |x|, and far above it
+      x[20] = -3.0e37f;
+      if (R > 1) x[static_cast<size_t>(4 * K + 3)] = 65536.0f;  // row 4: exactly 2^16
+      auto run = [&](Device& d, int64_t rows) {
+        OpGraph g;
+        std::vector<float> xs(x.begin(), x.begin() + rows * K);
+        g.output(g.op(KILN_OP_MATMUL, {g.f32_values({rows, K}, xs), g.weight_values(DType::f16, {M, K}, w)}));
+        return g.run(d)[0].f;
+      };
+      auto got = run(*dev, R), ref = run(*cpu_dev, R);
+      ASSERT_EQ(got.size(), static_cast<size_t>(R * M));
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(got[i])) << "K=" << K << " R=" << R << " output " << i;
+        EXPECT_NEAR(got[i], ref[i], 1e-5 * (1 + std::fabs(ref[i]))) << "K=" << K << " R=" << R << " output " << i;
+      }
+      if (R > 1) {  // row 1 has ordinary activations: bitwise what it gives alone
+        OpGraph g;
+        std::vector<float> x1(x.begin() + K, x.begin() + 2 * K);
+        g.output(g.op(KILN_OP_MATMUL, {g.f32_values({1, K}, x1), g.weight_values(DType::f16, {M, K}, w)}));
+        auto alone = g.run(*dev)[0].f;
+        for (int64_t m = 0; m < M; ++m)
+          EXPECT_EQ(got[static_cast<size_t>(M + m)], alone[static_cast<size_t>(m)]) << "K=" << K << " m=" << m;
+      }
+    }
+  }
+}
+
 TEST(Vulkan, SiblingMatmulsRunAsOneDispatchWithTheSameBits) {
   // Up to three consecutive MATMULs reading the same x with weights in one buffer (a layer's
   // q/k/v or gate/up, as the model host packs them) are one dispatch (ops/matmul.cpp). Each

@@ -50,6 +50,12 @@ void record_elementwise(const OpEnv& e, const backend::Node* pre) {
       stride[i] = bs[i] == 1 ? 0u : u32(st);
       st *= bs[i];
     }
+    // binary.comp's index modes: b shaped like a, b one row over a's last dim, or general.
+    uint32_t bmode = 2;
+    if (b.desc.numel() == total)
+      bmode = 0;
+    else if (stride[3] == 1 && stride[0] == 0 && stride[1] == 0 && stride[2] == 0)
+      bmode = 1;
     const backend::TensorRef& u = pre ? pre->dst : n.dst;
     const kiln_op_params pp = pre ? pre->params : kiln_op_params{};
     const Pipeline& p = e.pipeline("binary", {Bind::storage, Bind::storage, Bind::storage, Bind::storage},
@@ -57,7 +63,7 @@ void record_elementwise(const OpEnv& e, const backend::Node* pre) {
     e.dispatch_items(
         p, {e.ssbo(a), e.ssbo(b), e.ssbo(n.dst, true), e.ssbo(u, pre != nullptr)},
         {u32(total), e.off(a, 4), e.off(b, 4), e.off(n.dst, 4), u32(as[1]), u32(as[2]), u32(as[3]), stride[0],
-         stride[1], stride[2], stride[3], e.off(u, 4), fbits(pp.scale), fbits(pp.bias), fbits(pp.cap)},
+         stride[1], stride[2], stride[3], e.off(u, 4), fbits(pp.scale), fbits(pp.bias), fbits(pp.cap), bmode},
         static_cast<uint64_t>(total));
     return;
   }

@@ -27,22 +27,24 @@ layout(std430, set = 0, binding = 2) readonly buffer Ids { int ids[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer Y { float y[]; };
 layout(std430, set = 0, binding = 4) buffer Err { uint err[]; };  // err[2]: a bad MoE expert id
 #if defined(WT_F16)
-// Two f16 in one word -> f32 in ~8 ops per pair: this conversion is the cost of f16 GEMV on
+// Two f16 in one word -> f32 in ~6 ops per pair: this conversion is the cost of f16 GEMV on
 // lavapipe (unpackHalf2x16 and RGBA16F views were both slower). An arithmetic shift by 3 moves a
 // half's exponent and mantissa into the low bits of an f32's and copies its sign into bits
-// 31..28; the mask keeps the sign in bit 31; scaling by 2^112 re-biases the exponent (exact for
-// normals). Subnormal halves (|w| < 6.1e-5) are flushed to 0 first: as f32 they would be denormal
-// operands of that multiply, which cost a microcode assist per vector on Intel CPUs (lavapipe
+// 31..28; the mask keeps the sign in bit 31. The result is the half times 2^-112 (exact for
+// normals); the 2^112 is folded into the activations instead (see chunk()), which saves a multiply
+// per weight and changes no product: (w·2^-112)·(x·2^112) is w·x exactly, so the FMAs round as
+// the exact path's do. Subnormal halves (|w| < 6.1e-5) are flushed to 0 first: as f32 they would be
+// denormal operands of the FMA, which cost a microcode assist per vector on Intel CPUs (lavapipe
 // offers no flush-to-zero mode) and made GEMV 2.4x slower with 1% subnormal weights, a share real
 // f16 checkpoints have. Exponent 31 (inf/NaN) comes out finite here, so every word also sets bit
-// 15 / 31 of `f16_special` when its low / high half has exponent 31, and main() redoes such a lane
-// exactly.
+// 15 / 31 of `f16_special` when its low / high half has exponent 31, and tile() redoes such a lane
+// exactly (as it does a lane whose scaled activations overflowed).
 uint f16_special = 0u;
 vec2 f16x2(uint w) {
   f16_special |= (w & 0x7c007c00u) + 0x04000400u;
   uvec2 b = uvec2(ivec2(int(w << 16), int(w)) >> 3) & 0x8fffe000u;
   b = mix(b, uvec2(0u), equal(b & 0x0f800000u, uvec2(0u)));  // subnormal -> 0
-  return uintBitsToFloat(b) * uintBitsToFloat(0x77800000u);
+  return uintBitsToFloat(b);  // w · 2^-112
 }
 // The same with exponent 31 mapped to the f32 exponent 255 (inf/NaN kept): ~4 more ops per half.
 vec2 f16x2_exact(uint w) {
@@ -132,6 +134,12 @@ void chunk(uint c, uint xrow[TM], uint wr[TN], bool exact) {
   [[unroll]] for (uint n = 0u; n < TN; ++n) w8(wr[n], c * 8u, exact, wl[n], wh[n]);
   [[unroll]] for (uint t = 0u; t < TM; ++t) {
     vec4 xl = x4(xrow[t], c * 8u), xh = x4(xrow[t], c * 8u + 4u);
+#if defined(WT_F16)
+    if (ALIGNED && !exact) {  // f16x2's 2^112, once per activation chunk instead of per weight
+      xl *= uintBitsToFloat(0x77800000u);
+      xh *= uintBitsToFloat(0x77800000u);
+    }
+#endif
     [[unroll]] for (uint n = 0u; n < TN; ++n) {
       // 8 chained FMAs (15 ops as two dot products): the same chain in every tile.
       float a = acc[t * TN + n];
@@ -181,9 +189,13 @@ void tile(uint lane, uint SG, uint r0, uint m0, uint ms, uint xrow[TM], uint wba
   uint nchunks = pc.K / 8u;
   for (uint c = lane; c < nchunks; c += SG) chunk(c, xrow, wr, false);
 #if defined(WT_F16)
-  // A lane that met an inf/NaN half redoes its chunks with the exact converter (rare: only
-  // broken weights have them, so the branch is almost always uniformly skipped).
+  // A lane that met an inf/NaN half redoes its chunks with the exact converter and unscaled
+  // activations (rare: only broken weights have them, so the branch is almost always uniformly
+  // skipped).
+  // So does a lane whose sums went non-finite: |x| >= 2^16 overflows x·2^112 where the exact path
+  // stays finite (a lane that is non-finite either way recomputes the same values).
   bool redo = (f16_special & 0x80008000u) != 0u;
+  [[unroll]] for (uint i = 0u; i < TM * TN; ++i) redo = redo || (floatBitsToUint(acc[i]) & 0x7f800000u) == 0x7f800000u;
   f16_special = 0u;
   if (subgroupAny(redo)) {
     [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = redo ? 0.0 : acc[i];
