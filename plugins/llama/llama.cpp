@@ -166,11 +166,11 @@ class LlamaModel : public kiln::Model {
     kiln_tensor q = reshape(g, project(g, h, Role::attn_q, Role::attn_q_bias, l), {-1, c_.n_head, Dh});
     kiln_tensor k = reshape(g, project(g, h, Role::attn_k, Role::attn_k_bias, l), {-1, c_.n_head_kv, Dh});
     kiln_tensor v = reshape(g, project(g, h, Role::attn_v, Role::attn_v_bias, l), {-1, c_.n_head_kv, Dh});
-    if (c_.qk_norm) {  // Qwen3: RMSNorm over each head before RoPE
-      q = norm(g, q, weight(g, Role::attn_q_norm, l));
-      k = norm(g, k, weight(g, Role::attn_k_norm, l));
-    }
+    // Qwen3: RMSNorm over each head before RoPE. Each norm right before its RoPE: a backend may
+    // run the pair as one dispatch.
+    if (c_.qk_norm) q = norm(g, q, weight(g, Role::attn_q_norm, l));
     q = rope(g, q, positions);
+    if (c_.qk_norm) k = norm(g, k, weight(g, Role::attn_k_norm, l));
     k = rope(g, k, positions);
     g.name(q, pre + "query_rope");
     g.name(k, pre + "key_rope");

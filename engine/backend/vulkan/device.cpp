@@ -266,6 +266,11 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
           ++i;
           continue;
         }
+        if (fuses_norm_rope(n, next)) {
+          record_norm(e, nullptr, &next);
+          ++i;
+          continue;
+        }
         if (fuses_unary_binary(n, next)) {
           record_elementwise(ne, &n);
           ++i;

@@ -527,6 +527,90 @@ TEST(Vulkan, AddThenRmsNormRunAsOneDispatchWithTheSameBits) {
   }
 }
 
+TEST(Vulkan, RmsNormThenRopeRunAsOneDispatchWithTheSameBits) {
+  // Qwen3's per-head q/k RMS norm followed by RoPE of its output is one dispatch (ops/basic.cpp):
+  // the norm output and the rotated heads must be bitwise what the two ops give alone, for both
+  // rotation layouts, partial rotary spans with zero-frequency pairs, head dims off the subgroup
+  // size, and the rope written in place over the norm output or over the norm input.
+  REQUIRE_VULKAN(dev);
+  struct Case {
+    int64_t N, H, D, n_dims, n_freq;
+  };
+  for (Case c : {Case{3, 4, 64, 0, 0}, Case{2, 3, 100, 60, 20}, Case{1, 16, 128, 0, 0}}) {
+    for (int rope_mode : {KILN_ROPE_NEOX, KILN_ROPE_NORMAL}) {
+      for (int norm_mode : {KILN_NORM_WEIGHT, KILN_NORM_ONE_PLUS, KILN_NORM_NONE}) {
+        for (int alias : {0, 1, 2}) {  // 1: rope over the norm output; 2: rope over the norm input
+          const int64_t total = c.N * c.H * c.D;
+          std::vector<float> x(static_cast<size_t>(total)), w(static_cast<size_t>(c.D));
+          for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.37f) * 3.0f;
+          for (size_t i = 0; i < w.size(); ++i) w[i] = 0.75f + 0.01f * static_cast<float>(i);
+          std::vector<int32_t> pos(static_cast<size_t>(c.N));
+          for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(5 + 977 * i);
+          Bufs bufs;
+          const TensorDesc d3(DType::f32, {c.N, c.H, c.D});
+          auto tx = bufs.make(*dev, d3, x.data());
+          auto tw = bufs.make(*dev, TensorDesc(DType::f32, {c.D}), w.data());
+          auto tp = bufs.make(*dev, TensorDesc(DType::i32, {c.N}), pos.data());
+          auto to = bufs.make(*dev, d3);
+          auto tr = alias == 1 ? to : alias == 2 ? tx : bufs.make(*dev, d3);
+          backend::Node norm = node(KILN_OP_RMS_NORM, {tx, tw}, to);
+          if (norm_mode == KILN_NORM_NONE) norm.n_src = 1;
+          norm.params.mode = norm_mode;
+          norm.params.eps = 1e-6f;
+          backend::Node rope = node(KILN_OP_ROPE, {to, tp}, tr);
+          rope.params.mode = rope_mode;
+          rope.params.theta = 10000.0f;
+          rope.params.n_dims = static_cast<int32_t>(c.n_dims);
+          rope.params.n_freq = static_cast<int32_t>(c.n_freq);
+          auto read = [&](const backend::TensorRef& t) {
+            std::vector<float> v(static_cast<size_t>(total));
+            t.buffer->download(t.offset, v.data(), v.size() * 4);
+            return v;
+          };
+          backend::BoundGraph fused;
+          fused.nodes = {norm, rope};
+          dev->compute(fused);
+          std::string what = "D " + std::to_string(c.D) + " n_dims " + std::to_string(c.n_dims) + " rope " +
+                             std::to_string(rope_mode) + " norm " + std::to_string(norm_mode) + " alias " +
+                             std::to_string(alias);
+          EXPECT_EQ(dev->last_dispatches(), 1u) << what;
+          const auto normed = alias == 1 ? std::vector<float>{} : read(to), rotated = read(tr);
+          tx.buffer->upload(tx.offset, x.data(), x.size() * 4);  // undo a rope written over x
+          backend::BoundGraph g1, g2;
+          g1.nodes = {norm};
+          g2.nodes = {rope};
+          dev->compute(g1);
+          if (alias != 1) {
+            EXPECT_TRUE(bitwise_equal(normed, read(to))) << what;
+          }
+          dev->compute(g2);
+          EXPECT_TRUE(bitwise_equal(rotated, read(tr))) << what;
+          // And the values: token 1 (or 0), head 1, against a double-precision reference.
+          const int64_t t = c.N > 1 ? 1 : 0, h = 1, base = (t * c.H + h) * c.D;
+          double ss = 0;
+          for (int64_t e = 0; e < c.D; ++e) ss += std::pow(static_cast<double>(x[static_cast<size_t>(base + e)]), 2);
+          const double inv = 1.0 / std::sqrt(ss / static_cast<double>(c.D) + 1e-6);
+          auto nv = [&](int64_t e) {
+            const double v = x[static_cast<size_t>(base + e)] * inv;
+            const double wv = w[static_cast<size_t>(e)];
+            return norm_mode == KILN_NORM_WEIGHT ? v * wv : norm_mode == KILN_NORM_ONE_PLUS ? v * (1 + wv) : v;
+          };
+          const int64_t nd = c.n_dims ? c.n_dims : c.D, nf = c.n_freq ? c.n_freq : nd / 2;
+          for (int64_t j = 0; j < nd / 2; ++j) {
+            const int64_t a = rope_mode == KILN_ROPE_NEOX ? j : 2 * j, b = rope_mode == KILN_ROPE_NEOX ? j + nd / 2 : 2 * j + 1;
+            const double ang = j < nf ? pos[static_cast<size_t>(t)] * std::pow(10000.0, -2.0 * j / nd) : 0.0;
+            const double ra = nv(a) * std::cos(ang) - nv(b) * std::sin(ang), rb = nv(a) * std::sin(ang) + nv(b) * std::cos(ang);
+            ASSERT_NEAR(rotated[static_cast<size_t>(base + a)], ra, 2e-4 * (1 + std::fabs(ra))) << what << " j " << j;
+            ASSERT_NEAR(rotated[static_cast<size_t>(base + b)], rb, 2e-4 * (1 + std::fabs(rb))) << what << " j " << j;
+          }
+          for (int64_t e = nd; e < c.D; ++e)
+            ASSERT_NEAR(rotated[static_cast<size_t>(base + e)], nv(e), 1e-5 * (1 + std::fabs(nv(e)))) << what;
+        }
+      }
+    }
+  }
+}
+
 TEST(Vulkan, GateThenMulRunAsOneDispatchWithTheSameBits) {
   // A unary op and the ADD/MUL that reads its result (SiLU/GELU gates of an MLP) are one
   // dispatch (ops/basic.cpp): both outputs must be bitwise what the two ops give alone, with a

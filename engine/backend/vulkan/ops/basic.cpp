@@ -95,7 +95,45 @@ bool fuses_add_norm(const backend::Node& add, const backend::Node& norm) {
   return true;
 }
 
-void record_norm(const OpEnv& e, const backend::Node* add) {
+namespace {
+
+/** RoPE's inverse frequencies for `rope` (validated), uploaded for this graph. */
+const Allocation& rope_freqs(const OpEnv& e, const backend::Node& rope, int64_t D, int64_t& nd, int64_t& nf) {
+  nd = rope.params.n_dims ? rope.params.n_dims : D;
+  if (nd % 2 || nd > D) e.fail(fmt::format("n_dims {} must be even and <= {}", nd, D));
+  nf = rope.params.n_freq ? rope.params.n_freq : nd / 2;
+  std::vector<float> freq(static_cast<size_t>(std::max<int64_t>(nd / 2, 1)));
+  for (size_t i = 0; i < static_cast<size_t>(nd / 2); ++i)
+    freq[i] = static_cast<float>(
+        1.0 / std::pow(static_cast<double>(rope.params.theta), static_cast<double>(2 * i) / static_cast<double>(nd)));
+  return e.dev.temp_upload(freq.data(), freq.size() * 4);
+}
+
+}  // namespace
+
+bool fuses_norm_rope(const backend::Node& norm, const backend::Node& rope) {
+  if (norm.op != KILN_OP_RMS_NORM || rope.op != KILN_OP_ROPE || norm.params.mode > KILN_NORM_NONE) return false;
+  if (rope.params.mode != KILN_ROPE_NEOX && rope.params.mode != KILN_ROPE_NORMAL) return false;
+  const backend::TensorRef &x = norm.src[0], &o = norm.dst, &rx = rope.src[0], &pos = rope.src[1], &r = rope.dst;
+  for (const backend::TensorRef* t : {&x, &o, &rx, &r})
+    if (t->desc.dtype != backend::DType::f32 || !t->buffer) return false;
+  if (rx.desc.ndim != 3 || rope.n_src < 2 || !pos.buffer || pos.desc.numel() != rx.desc.ne[0]) return false;
+  const int64_t total = x.desc.numel(), D = rx.desc.ne[2];
+  if (o.desc.numel() != total || rx.desc.numel() != total || r.desc.numel() != total || x.desc.last() != D)
+    return false;
+  if (rx.buffer != o.buffer || rx.offset != o.offset) return false;  // the rope reads the norm's output
+  const int64_t nd = rope.params.n_dims ? rope.params.n_dims : D;
+  if (nd % 2 || nd > D) return false;  // record_rope reports it
+  // A lane reads an element's x before writing it to o and r and no other lane touches it, so
+  // r may be o or x exactly; it must not overlap anything else the dispatch reads.
+  if (!disjoint_or_same(r, x) || !disjoint_or_same(r, o) || !disjoint_or_same(o, x) || overlap(r, pos)) return false;
+  if (norm.params.mode != KILN_NORM_NONE &&
+      (norm.n_src < 2 || norm.src[1].desc.numel() != D || overlap(o, norm.src[1]) || overlap(r, norm.src[1])))
+    return false;
+  return true;
+}
+
+void record_norm(const OpEnv& e, const backend::Node* add, const backend::Node* rope) {
   const backend::Node& n = e.node;
   const backend::TensorRef& x = n.src[0];
   const int64_t D = x.desc.last(), rows = x.desc.rows();
@@ -126,12 +164,26 @@ void record_norm(const OpEnv& e, const backend::Node* add) {
   const backend::TensorRef& xin = add ? add->src[0] : x;
   const backend::TensorRef& z = add ? add->src[1] : mode == KILN_NORM_GATED ? n.src[2] : x;
   const backend::TensorRef& sum = add ? add->dst : n.dst;
-  const Pipeline& p = e.pipeline("norm", {Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage},
-                                 {ls, mode, add ? 1u : 0u});
-  e.dispatch(
-      p, {e.ssbo(xin), e.ssbo(w), e.ssbo(z), e.ssbo(n.dst, true), e.ssbo(sum, add != nullptr)},
-      {u32(rows), u32(D), e.off(xin, 4), e.off(w, 4), e.off(z, 4), e.off(n.dst, 4), fbits(n.params.eps), e.off(sum, 4)},
-      gx, gy);
+  // With a fused ROPE behind (fuses_norm_rope): positions, frequencies and its output; otherwise
+  // those bindings repeat tensors the dispatch already reads or writes (never touched).
+  uint32_t rope_mode = 0, H = 1, nd = 0, nf = 0;
+  Arg pos = e.ssbo(x), freq = e.ssbo(x), rot = e.ssbo(n.dst, true);
+  if (rope) {
+    int64_t nd64 = 0, nf64 = 0;
+    const Allocation& fa = rope_freqs(e, *rope, D, nd64, nf64);
+    rope_mode = rope->params.mode == KILN_ROPE_NORMAL ? 2u : 1u;
+    H = u32(rope->src[0].desc.ne[1]);
+    nd = u32(nd64);
+    nf = u32(nf64);
+    pos = e.ssbo(rope->src[1]);
+    freq = Arg{&fa, VK_FORMAT_UNDEFINED, false, 0, 0};
+    rot = e.ssbo(rope->dst, true);
+  }
+  const Pipeline& p = e.pipeline("norm", std::vector<Bind>(8, Bind::storage), {ls, mode, add ? 1u : 0u, rope_mode});
+  e.dispatch(p, {e.ssbo(xin), e.ssbo(w), e.ssbo(z), e.ssbo(n.dst, true), e.ssbo(sum, add != nullptr), pos, freq, rot},
+             {u32(rows), u32(D), e.off(xin, 4), e.off(w, 4), e.off(z, 4), e.off(n.dst, 4), fbits(n.params.eps),
+              e.off(sum, 4), H, nd, nf, rope ? e.off(rope->src[1], 4) : 0u, rope ? e.off(rope->dst, 4) : 0u},
+             gx, gy);
 }
 
 void record_rope(const OpEnv& e) {
@@ -139,15 +191,9 @@ void record_rope(const OpEnv& e) {
   const backend::TensorRef &x = n.src[0], &pos = n.src[1];
   if (x.desc.ndim != 3 || pos.desc.numel() != x.desc.ne[0]) e.fail("expected x [N, H, D] and positions i32 [N]");
   const int64_t N = x.desc.ne[0], H = x.desc.ne[1], D = x.desc.ne[2];
-  int64_t nd = n.params.n_dims ? n.params.n_dims : D;
-  if (nd % 2 || nd > D) e.fail(fmt::format("n_dims {} must be even and <= {}", nd, D));
-  int64_t nf = n.params.n_freq ? n.params.n_freq : nd / 2;
+  int64_t nd = 0, nf = 0;
+  const Allocation& fa = rope_freqs(e, n, D, nd, nf);
   if (!N || !H || !D) return;
-  std::vector<float> freq(static_cast<size_t>(nd / 2));
-  for (size_t i = 0; i < freq.size(); ++i)
-    freq[i] = static_cast<float>(
-        1.0 / std::pow(static_cast<double>(n.params.theta), static_cast<double>(2 * i) / static_cast<double>(nd)));
-  const Allocation& fa = e.dev.temp_upload(freq.data(), freq.size() * 4);
   const Pipeline& p = e.pipeline("rope", {Bind::storage, Bind::storage, Bind::storage, Bind::storage},
                                  {n.params.mode == KILN_ROPE_NORMAL ? 1u : 0u});
   int64_t per_head = D - nd / 2;

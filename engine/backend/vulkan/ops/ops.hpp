@@ -71,8 +71,11 @@ void record_elementwise(const OpEnv& e, const backend::Node* pre = nullptr);
 /** Whether unary `un` followed by ADD/MUL `bin` reading its result (as a) can be one dispatch. */
 bool fuses_unary_binary(const backend::Node& un, const backend::Node& bin);
 /** RMS_NORM, L2_NORM, SOFTMAX; `add`: the ADD right before an RMS_NORM of its result, run in the
- *  same dispatch (see fuses_add_norm). */
-void record_norm(const OpEnv& e, const backend::Node* add = nullptr);
+ *  same dispatch (see fuses_add_norm); `rope`: a ROPE right after it of its output, likewise
+ *  (see fuses_norm_rope). */
+void record_norm(const OpEnv& e, const backend::Node* add = nullptr, const backend::Node* rope = nullptr);
+/** Whether `norm` (RMS, not gated) followed by a `rope` of its output can be one dispatch. */
+bool fuses_norm_rope(const backend::Node& norm, const backend::Node& rope);
 /** Whether `add` followed by `norm` can run as one dispatch (same shapes, norm reads the sum, no
  *  overlaps that would mix elements between lanes). */
 bool fuses_add_norm(const backend::Node& add, const backend::Node& norm);

@@ -4,22 +4,45 @@
 // MODE: 0 RMS x̂·w, 1 RMS x̂·(1+w), 2 RMS x̂, 3 RMS (x̂·w)·silu(z), 4 L2 x/√(Σx²+eps).
 // PRE_ADD (MODE 0-2): the row is x + z (an ADD fused in front: the residual stream), written to
 // `sum` and read back from it, so the sum's bits are the ADD kernel's (a lone f32 add).
+// ROPE (MODE 0-2, 1 NEOX / 2 NORMAL): a RoPE of the normalized row fused behind (Qwen3's per-head
+// q/k norms): the row is one head of token row / H; the norm's output is still written, and the
+// rotation is rope.comp's (rope_pair.glsl), so both outputs are bitwise the unfused ones.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint MODE = 0;
 layout(constant_id = 2) const bool PRE_ADD = false;
+layout(constant_id = 3) const uint ROPE = 0;
+#include "rope_pair.glsl"
 
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 1) readonly buffer Wt { float w[]; };
 layout(std430, set = 0, binding = 2) readonly buffer Z { float z[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer Out { float o[]; };
 layout(std430, set = 0, binding = 4) buffer Sum { float sum[]; };
+layout(std430, set = 0, binding = 5) readonly buffer Pos { int pos[]; };
+layout(std430, set = 0, binding = 6) readonly buffer Freq { float inv_freq[]; };
+layout(std430, set = 0, binding = 7) writeonly buffer Rot { float r[]; };
 layout(push_constant) uniform PC {
   uint rows, D;
   uint x_off, w_off, z_off, o_off;
   float eps;
   uint sum_off;
+  uint H, n_dims, n_freq, pos_off, r_off;  // ROPE
 } pc;
+
+float inv_rms;  // 1/RMS of this row (1/L2 for MODE 4)
+
+// Element d of the normalized row (base: the row's first element).
+float normed(uint base, uint d) {
+  float v = (PRE_ADD ? sum[pc.sum_off + base + d] : x[pc.x_off + base + d]) * inv_rms;
+  if (MODE == 0u) v *= w[pc.w_off + d];
+  else if (MODE == 1u) v *= 1.0 + w[pc.w_off + d];
+  else if (MODE == 3u) {
+    float zv = z[pc.z_off + base + d];
+    v = (v * w[pc.w_off + d]) * (zv / (1.0 + exp(-zv)));
+  }
+  return v;
+}
 
 void main() {
   const uint SG = gl_WorkGroupSize.x;
@@ -37,15 +60,27 @@ void main() {
     s = fma(v, v, s);
   }
   float tot = subgroupAdd(s);
-  float inv = MODE == 4u ? 1.0 / sqrt(tot + pc.eps) : 1.0 / sqrt(tot / float(pc.D) + pc.eps);
-  for (uint d = lane; d < pc.D; d += SG) {
-    float v = (PRE_ADD ? sum[pc.sum_off + base + d] : x[pc.x_off + base + d]) * inv;
-    if (MODE == 0u) v *= w[pc.w_off + d];
-    else if (MODE == 1u) v *= 1.0 + w[pc.w_off + d];
-    else if (MODE == 3u) {
-      float zv = z[pc.z_off + base + d];
-      v = (v * w[pc.w_off + d]) * (zv / (1.0 + exp(-zv)));
+  inv_rms = MODE == 4u ? 1.0 / sqrt(tot + pc.eps) : 1.0 / sqrt(tot / float(pc.D) + pc.eps);
+  if (ROPE != 0u) {
+    // Elementwise from here, so lanes take rotation pairs instead of strided elements (each lane
+    // reads an element before it writes it: r may be o or x itself).
+    float p = float(pos[pc.pos_off + row / pc.H]);
+    uint half_ = pc.n_dims / 2u;
+    for (uint j = lane; j < half_; j += SG) {
+      uint a = ROPE == 1u ? j : 2u * j, b = ROPE == 1u ? j + half_ : 2u * j + 1u;
+      float xa = normed(base, a), xb = normed(base, b);
+      o[pc.o_off + base + a] = xa;
+      o[pc.o_off + base + b] = xb;
+      vec2 ab = rope_pair(xa, xb, j < pc.n_freq ? p * inv_freq[j] : 0.0);
+      r[pc.r_off + base + a] = ab.x;
+      r[pc.r_off + base + b] = ab.y;
     }
-    o[pc.o_off + base + d] = v;
+    for (uint d = pc.n_dims + lane; d < pc.D; d += SG) {
+      float v = normed(base, d);
+      o[pc.o_off + base + d] = v;
+      r[pc.r_off + base + d] = v;
+    }
+    return;
   }
+  for (uint d = lane; d < pc.D; d += SG) o[pc.o_off + base + d] = normed(base, d);
 }

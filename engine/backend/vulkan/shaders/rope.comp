@@ -4,6 +4,7 @@
 // angle pos·inv_freq in fp32 (as HF); pairs i >= n_freq keep angle 0; dims >= n_dims are copied.
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint MODE = 0;  // 0 NEOX, 1 NORMAL
+#include "rope_pair.glsl"
 
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 1) readonly buffer Pos { int pos[]; };
@@ -35,7 +36,7 @@ void main() {
   uint b = MODE == 0u ? j + npairs : 2u * j + 1u;
   float x0 = x[pc.x_off + base + a], x1 = x[pc.x_off + base + b];
   float ang = j < pc.n_freq ? float(pos[pc.pos_off + n]) * inv_freq[j] : 0.0;
-  float c = cos(ang), s = sin(ang);
-  o[pc.o_off + base + a] = x0 * c - x1 * s;
-  o[pc.o_off + base + b] = x0 * s + x1 * c;
+  vec2 r = rope_pair(x0, x1, ang);
+  o[pc.o_off + base + a] = r.x;
+  o[pc.o_off + base + b] = r.y;
 }
