@@ -3,10 +3,12 @@
 // weight bytes read per decoded token ÷ STREAM-triad bandwidth measured in the same run (the
 // same triad as bench_ops, re-measured before each row; the best measurement is the limit).
 // Decode is timed after two untimed decode steps (the first compiles the decode pipelines);
-// decode t/s is 1 / the median step time.
+// decode t/s is 1 / the median step time. --seqs S decodes S sequences together (one token each
+// per step, as continuous batching does): decode t/s is then S / the median step, and the ratio
+// is against the one-sequence roofline (one weight pass per step serves S tokens).
 //
 //   bench_model [--device cpu|vulkan|auto] [--dtype f16,bf16,q8_0] [--layers 28] [--prompt 64]
-//               [--decode 16] [--dir /tmp]
+//               [--decode 16] [--seqs 1] [--dir /tmp]
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -110,6 +112,7 @@ int main(int argc, char** argv) {
   shape.layers = std::stoi(arg(argc, argv, "--layers", "28"));
   const int prompt = std::stoi(arg(argc, argv, "--prompt", "64"));
   const int decode = std::stoi(arg(argc, argv, "--decode", "16"));
+  const int seqs = std::clamp(std::stoi(arg(argc, argv, "--seqs", "1")), 1, 64);
   const std::string device = arg(argc, argv, "--device", "auto");
   const std::string dir = arg(argc, argv, "--dir", std::filesystem::temp_directory_path().c_str());
   std::vector<std::string> dtypes;
@@ -129,8 +132,8 @@ int main(int argc, char** argv) {
   double bw = bench::triad_gbs();
   std::printf(
       "triad bandwidth: %.1f GB/s (re-measured per row); model: qwen3-shaped, %d layers, D %d, FF %d, vocab %d; prompt "
-      "%d, decode %d\n\n",
-      bw, shape.layers, shape.D, shape.F, shape.V, prompt, decode);
+      "%d, decode %d, sequences %d\n\n",
+      bw, shape.layers, shape.D, shape.F, shape.V, prompt, decode, seqs);
   std::printf("%-6s %-28s %10s %10s %12s %12s %8s %12s %8s\n", "dtype", "device", "params(M)", "GB/token", "decode t/s",
               "roofline t/s", "ratio", "prefill t/s", "ratio");
   for (const auto& name : dtypes) {
@@ -145,26 +148,35 @@ int main(int argc, char** argv) {
       o.device = device;
       o.cache.memory_bytes = 512ull << 20;
       o.kv_dtype = KILN_DTYPE_F16;
-      o.max_seqs = 1;
+      o.max_seqs = static_cast<uint32_t>(seqs);
       o.max_context = static_cast<uint32_t>(prompt + decode + 10);
+      o.cache.memory_bytes = std::max<uint64_t>(o.cache.memory_bytes, (64ull << 20) * static_cast<uint64_t>(seqs));
       o.max_batch_tokens = static_cast<uint32_t>(prompt);
       auto host = model::ModelHost::open(path, registry, o);
       std::vector<int32_t> ids(static_cast<size_t>(prompt));
       for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919) % 150000);
-      host->add_sequence(0);
       model::StepResult r;
-      auto t0 = Clock::now();
-      host->step({{0, ids, true, false}}, &r);
-      const double prefill_s = seconds_since(t0);
-      for (int i = 0; i < 2; ++i) host->step({{0, {static_cast<int32_t>(i + 5)}, true, false}}, &r);  // warm-up
-      std::vector<double> steps;  // per-step wall time; the median is robust to a noisy shared VM
+      double prefill_s = 0;
+      for (int s = 0; s < seqs; ++s) {  // the prefill rate is the first sequence's
+        host->add_sequence(static_cast<uint64_t>(s));
+        auto t0 = Clock::now();
+        host->step({{static_cast<uint64_t>(s), ids, true, false}}, &r);
+        if (s == 0) prefill_s = seconds_since(t0);
+      }
+      auto decode_step = [&](int32_t token) {
+        std::vector<cache::SeqStep> batch;
+        for (int s = 0; s < seqs; ++s) batch.push_back({static_cast<uint64_t>(s), {token + s}, true, false});
+        host->step(batch, &r);
+      };
+      for (int i = 0; i < 2; ++i) decode_step(i + 5);  // warm-up
+      std::vector<double> steps;                       // per-step wall time; the median is robust to a noisy shared VM
       for (int i = 0; i < decode; ++i) {
-        t0 = Clock::now();
-        host->step({{0, {static_cast<int32_t>(i + 11)}, true, false}}, &r);
+        auto t0 = Clock::now();
+        decode_step(i + 11);
         steps.push_back(seconds_since(t0));
       }
       std::sort(steps.begin(), steps.end());
-      const double decode_tps = 1.0 / steps[steps.size() / 2];
+      const double decode_tps = seqs / steps[steps.size() / 2];
       const double roof = bw * 1e9 / static_cast<double>(per_token);
       const double prefill_tps = prompt / prefill_s;
       const double params =

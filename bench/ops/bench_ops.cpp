@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
   bool quick = false, gemm = true, gemv = true;
   std::string only;  // --dtype NAME: one weight dtype
   int reps = 20;
-  int64_t M = 4096, K = 4096;
+  int64_t M = 4096, K = 4096, rows = 1;  // --rows: activation rows of the GEMV (concurrent decodes)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick")
@@ -270,10 +270,11 @@ int main(int argc, char** argv) {
     else if (a == "--reps" && i + 1 < argc)
       reps = std::atoi(argv[++i]);
     else if (a == "--shape" && i + 1 < argc && std::sscanf(argv[++i], "%ldx%ld", &M, &K) == 2 && M > 0 && K > 0) {
+    } else if (a == "--rows" && i + 1 < argc && (rows = std::atol(argv[++i])) >= 1 && rows <= 64) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_ops [--quick] [--no-gemm] [--no-gemv] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N] "
-                   "[--shape MxK]\n");
+                   "[--shape MxK] [--rows R]\n");
       return 2;
     }
   }
@@ -301,19 +302,20 @@ int main(int argc, char** argv) {
   for (DType t : types) {
     if (!gemv || (!only.empty() && only != backend::dtype_name(t))) continue;
     triad = std::max(triad, bench::triad_gbs(triad_mib, 3));
-    Result r = run_matmul(*dev, t, 1, M, K, 4, quick ? 5 : reps);
-    double bytes = static_cast<double>(M) * static_cast<double>(backend::row_bytes(t, K)) + (K + M) * 4.0;
-    double gbs = bytes / (r.best_ms / 1e3) / 1e9, gf = 2.0 * M * K / (r.best_ms / 1e3) / 1e9;
+    Result r = run_matmul(*dev, t, rows, M, K, 4, quick ? 5 : reps);
+    double bytes = static_cast<double>(M) * static_cast<double>(backend::row_bytes(t, K)) + rows * (K + M) * 4.0;
+    double gbs = bytes / (r.best_ms / 1e3) / 1e9, gf = 2.0 * rows * M * K / (r.best_ms / 1e3) / 1e9;
     double ratio = gbs / triad;
-    std::printf("%-26s %-6s %7.2f/%-7.2f %10.2f %10.2f %6.1f GB/s %8.1f%% %8s\n", ("GEMV 1x" + shape).c_str(),
-                backend::dtype_name(t), r.best_ms, r.ms, gbs, gf, triad, 100 * ratio,
-                ratio >= 0.45 ? "ok>=45%" : "<45%");
+    std::printf("%-26s %-6s %7.2f/%-7.2f %10.2f %10.2f %6.1f GB/s %8.1f%% %8s\n",
+                ("GEMV " + std::to_string(rows) + "x" + shape).c_str(), backend::dtype_name(t), r.best_ms, r.ms, gbs,
+                gf, triad, 100 * ratio, ratio >= 0.45 ? "ok>=45%" : "<45%");
     std::fflush(stdout);
     if (t == DType::f16) {  // the same with trained-checkpoint-like subnormal weights
-      Result rs = run_matmul(*dev, t, 1, M, K, 4, quick ? 5 : reps, true);
+      Result rs = run_matmul(*dev, t, rows, M, K, 4, quick ? 5 : reps, true);
       double g2 = bytes / (rs.best_ms / 1e3) / 1e9;
-      std::printf("%-26s %-6s %7.2f/%-7.2f %10.2f %10.2f %6.1f GB/s %8.1f%% %8s\n", ("GEMV 1x" + shape).c_str(),
-                  "f16sub", rs.best_ms, rs.ms, g2, 2.0 * M * K / (rs.best_ms / 1e3) / 1e9, triad, 100 * g2 / triad,
+      std::printf("%-26s %-6s %7.2f/%-7.2f %10.2f %10.2f %6.1f GB/s %8.1f%% %8s\n",
+                  ("GEMV " + std::to_string(rows) + "x" + shape).c_str(), "f16sub", rs.best_ms, rs.ms, g2,
+                  2.0 * rows * M * K / (rs.best_ms / 1e3) / 1e9, triad, 100 * g2 / triad,
                   g2 / triad >= 0.45 ? "ok>=45%" : "<45%");
       std::fflush(stdout);
     }

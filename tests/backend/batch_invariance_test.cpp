@@ -1,11 +1,11 @@
 // Batch invariance (docs/backend.md §5): on every device, one row (MATMUL, MOE_MATMUL, RMS_NORM)
 // or one sequence (ATTENTION, GATED_DELTA) computed alone is bitwise identical to the same row or
 // sequence computed inside a batch, at any position.
-#include "op_harness.hpp"
-
 #include <gtest/gtest.h>
 
 #include <functional>
+
+#include "op_harness.hpp"
 
 namespace kiln::test {
 namespace {
@@ -45,6 +45,11 @@ void check_rows(Device& d, int64_t n_rows, int64_t out_width,
     EXPECT_TRUE(bitwise_equal(run(d, {probe}), want)) << "alone";
     const auto mixed = run(d, {(probe + 1) % n_rows, (probe + 2) % n_rows, probe, (probe + 3) % n_rows});
     EXPECT_TRUE(bitwise_equal(rows_of(mixed, out_width, {2}), want)) << "at position 2 of 4";
+    // Batches of 2 and 3 rows (concurrent decodes get their own matmul tiles).
+    const auto two = run(d, {(probe + 1) % n_rows, probe});
+    EXPECT_TRUE(bitwise_equal(rows_of(two, out_width, {1}), want)) << "at position 1 of 2";
+    const auto three = run(d, {probe, (probe + 2) % n_rows, (probe + 1) % n_rows});
+    EXPECT_TRUE(bitwise_equal(rows_of(three, out_width, {0}), want)) << "at position 0 of 3";
   }
 }
 
@@ -88,7 +93,8 @@ TEST_P(BatchInvariance, Norms) {
       OpGraph g;
       const uint32_t xs = g.f32_values({static_cast<int64_t>(rows.size()), D}, rows_of(x, D, rows));
       const auto p = params([&](auto& q) { q.eps = 1e-6f, q.mode = mode; });
-      g.output(mode == KILN_NORM_NONE ? g.op(KILN_OP_RMS_NORM, {xs}, p) : g.op(KILN_OP_RMS_NORM, {xs, g.f32_values({D}, w)}, p));
+      g.output(mode == KILN_NORM_NONE ? g.op(KILN_OP_RMS_NORM, {xs}, p)
+                                      : g.op(KILN_OP_RMS_NORM, {xs, g.f32_values({D}, w)}, p));
       return g.run(d)[0].f;
     });
   }
@@ -108,14 +114,16 @@ struct SeqSpec {
 TEST_P(BatchInvariance, Attention) {
   const int64_t Hq = 4, Hkv = 2, D = 32, BS = 8, NB = 24, MB = 8;
   const std::vector<SeqSpec> specs = {{1, 45}, {7, 20}, {12, 12}, {1, 3}};
-  const auto kc = random(static_cast<size_t>(NB * BS * Hkv * D), 7), vc = random(static_cast<size_t>(NB * BS * Hkv * D), 8);
+  const auto kc = random(static_cast<size_t>(NB * BS * Hkv * D), 7),
+             vc = random(static_cast<size_t>(NB * BS * Hkv * D), 8);
   // Fixed, disjoint blocks per sequence; queries generated per sequence so they travel with it.
   std::vector<std::vector<int32_t>> tables(specs.size(), std::vector<int32_t>(MB, -1));
   int32_t next = 0;
   for (size_t s = 0; s < specs.size(); ++s)
     for (int b = 0; b < (specs[s].kv_len + BS - 1) / BS; ++b) tables[s][static_cast<size_t>(b)] = (next++ * 5) % NB;
   std::vector<std::vector<float>> q;
-  for (size_t s = 0; s < specs.size(); ++s) q.push_back(random(static_cast<size_t>(specs[s].q_len * Hq * D), 100 + static_cast<uint32_t>(s)));
+  for (size_t s = 0; s < specs.size(); ++s)
+    q.push_back(random(static_cast<size_t>(specs[s].q_len * Hq * D), 100 + static_cast<uint32_t>(s)));
   for (int window : {0, 6}) {
     SCOPED_TRACE(window);
     auto run = [&](Device& d, const std::vector<size_t>& order) {
@@ -130,8 +138,9 @@ TEST_P(BatchInvariance, Attention) {
         start += specs[s].q_len;
       }
       const auto S = static_cast<int64_t>(order.size());
-      g.output(g.op(KILN_OP_ATTENTION, {g.f32_values({start, Hq, D}, qs), g.cache_values(DType::f16, {NB, BS, Hkv, D}, kc, "k"),
-                                        g.cache_values(DType::f16, {NB, BS, Hkv, D}, vc, "v"), g.i32({S, MB}, table), g.i32({S, 4}, seqs)},
+      g.output(g.op(KILN_OP_ATTENTION,
+                    {g.f32_values({start, Hq, D}, qs), g.cache_values(DType::f16, {NB, BS, Hkv, D}, kc, "k"),
+                     g.cache_values(DType::f16, {NB, BS, Hkv, D}, vc, "v"), g.i32({S, MB}, table), g.i32({S, 4}, seqs)},
                     params([&](auto& p) { p.window = window; })));
       return g.run(d)[0].f;
     };
@@ -145,7 +154,8 @@ TEST_P(BatchInvariance, Attention) {
       EXPECT_TRUE(bitwise_equal(run(d, {s}), want)) << "alone";
       const size_t other = (s + 1) % specs.size();
       const auto mixed = run(d, {other, s});
-      EXPECT_TRUE(bitwise_equal(std::vector<float>(mixed.begin() + specs[other].q_len * row, mixed.end()), want)) << "second of two";
+      EXPECT_TRUE(bitwise_equal(std::vector<float>(mixed.begin() + specs[other].q_len * row, mixed.end()), want))
+          << "second of two";
       start += specs[s].q_len;
     }
   }
@@ -177,9 +187,10 @@ TEST_P(BatchInvariance, GatedDelta) {
       start += lens[s];
     }
     const uint32_t st = g.cache_values(DType::f32, {static_cast<int64_t>(lens.size()), Hv, Dk, Dv}, state0, "state");
-    g.output(g.op(KILN_OP_GATED_DELTA, {g.f32_values({start, Hk, Dk}, qs), g.f32_values({start, Hk, Dk}, ks), g.f32_values({start, Hv, Dv}, vs),
-                                        g.f32_values({start, Hv}, gs), g.f32_values({start, Hv}, bs), st,
-                                        g.i32({static_cast<int64_t>(order.size()), 4}, seqs)},
+    g.output(g.op(KILN_OP_GATED_DELTA,
+                  {g.f32_values({start, Hk, Dk}, qs), g.f32_values({start, Hk, Dk}, ks),
+                   g.f32_values({start, Hv, Dv}, vs), g.f32_values({start, Hv}, gs), g.f32_values({start, Hv}, bs), st,
+                   g.i32({static_cast<int64_t>(order.size()), 4}, seqs)},
                   params([](auto& p) { p.chunk = 8; })));
     return g.run(d)[0].f;
   };
@@ -192,7 +203,8 @@ TEST_P(BatchInvariance, GatedDelta) {
     EXPECT_TRUE(bitwise_equal(run(d, {s}), want)) << "sequence " << s << " alone";
     const size_t other = (s + 2) % lens.size();
     const auto mixed = run(d, {other, s});
-    EXPECT_TRUE(bitwise_equal(std::vector<float>(mixed.begin() + lens[other] * row, mixed.end()), want)) << "sequence " << s << " second";
+    EXPECT_TRUE(bitwise_equal(std::vector<float>(mixed.begin() + lens[other] * row, mixed.end()), want))
+        << "sequence " << s << " second";
     start += lens[s];
   }
 }

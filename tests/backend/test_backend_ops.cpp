@@ -6,19 +6,18 @@
 // Quick start, adding an op: write a `cases_<op>()` returning Case{name, nmse threshold, builder}
 // and list it in kFamilies. Bigger shapes go under `if (heavy())` (the integration build), the biggest
 // under `if (long_mode())` (KILN_BACKEND_OPS_LONG=1, not run in CI).
-#include "op_harness.hpp"
-
-#include "graph/ops.hpp"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <ostream>
-#include <cmath>
 #include <functional>
 #include <numeric>
+#include <ostream>
+
+#include "graph/ops.hpp"
+#include "op_harness.hpp"
 
 #ifndef KILN_BACKEND_OPS_HEAVY
 #define KILN_BACKEND_OPS_HEAVY 0  // the integration build (backend_ops_heavy_test) sets 1
@@ -28,7 +27,9 @@ namespace kiln::test {
 namespace {
 
 /** Bigger shapes: the integration-labelled build, or KILN_BACKEND_OPS_LONG=1. */
-bool heavy() { return KILN_BACKEND_OPS_HEAVY || long_mode(); }
+bool heavy() {
+  return KILN_BACKEND_OPS_HEAVY || long_mode();
+}
 
 struct Case {
   std::string name;
@@ -89,7 +90,8 @@ std::vector<Case> cases_set_rows() {
 std::vector<Case> cases_slice_concat() {
   std::vector<Case> c;
   c.push_back({"slice axis1 7x9x33 [2,7)", 0.0, [](OpGraph& g) {
-                 g.output(g.op(KILN_OP_SLICE, {g.f32({7, 9, 33})}, params([](auto& p) { p.axis = 1, p.begin = 2, p.end = 7; })));
+                 g.output(g.op(KILN_OP_SLICE, {g.f32({7, 9, 33})},
+                               params([](auto& p) { p.axis = 1, p.begin = 2, p.end = 7; })));
                }});
   c.push_back({"slice last 5x64 [32,64)", 0.0, [](OpGraph& g) {
                  g.output(g.op(KILN_OP_SLICE, {g.f32({5, 64})}, params([](auto& p) { p.axis = -1, p.begin = 32; })));
@@ -105,16 +107,20 @@ std::vector<Case> cases_slice_concat() {
 
 std::vector<Case> cases_matmul() {
   std::vector<Case> c;
-  std::vector<std::array<int64_t, 3>> shapes = {{1, 64, 33}, {7, 96, 65}, {16, 256, 100}, {3, 32, 1}};
+  std::vector<std::array<int64_t, 3>> shapes = {{1, 64, 33}, {7, 96, 65},  {16, 256, 100},
+                                                {3, 32, 1},  {2, 160, 70}, {3, 96, 37}};
   if (heavy()) shapes.insert(shapes.end(), {{64, 1024, 1000}, {1, 4096, 512}, {200, 512, 300}});
   if (long_mode()) shapes.insert(shapes.end(), {{1, 4096, 4096}, {512, 4096, 1024}});
   for (DType t : kWeightTypes)
     for (auto [n, k, m] : shapes)
       c.push_back({fmt::format("{} x{} w{}", backend::dtype_name(t), dims({n, k}), dims({m, k})), 5e-7,
-                   [t, n = n, k = k, m = m](OpGraph& g) { g.output(g.op(KILN_OP_MATMUL, {g.f32({n, k}), g.weight(t, {m, k})})); }});
+                   [t, n = n, k = k, m = m](OpGraph& g) {
+                     g.output(g.op(KILN_OP_MATMUL, {g.f32({n, k}), g.weight(t, {m, k})}));
+                   }});
   for (DType t : {DType::f32, DType::f16, DType::bf16})  // K off every 32-tile
-    c.push_back({fmt::format("{} K=45 x3x5x45 w13x45", backend::dtype_name(t)), 5e-7,
-                 [t](OpGraph& g) { g.output(g.op(KILN_OP_MATMUL, {g.f32({3, 5, 45}), g.weight(t, {13, 45})})); }});
+    c.push_back({fmt::format("{} K=45 x3x5x45 w13x45", backend::dtype_name(t)), 5e-7, [t](OpGraph& g) {
+                   g.output(g.op(KILN_OP_MATMUL, {g.f32({3, 5, 45}), g.weight(t, {13, 45})}));
+                 }});
   return c;
 }
 
@@ -122,8 +128,8 @@ std::vector<Case> cases_moe_matmul() {
   std::vector<Case> c;
   for (DType t : kWeightTypes)
     for (bool per_slot : {false, true})
-      c.push_back({fmt::format("{} E6 M40 K64 N5 k2 {}", backend::dtype_name(t), per_slot ? "x[N,k,K]" : "x[N,K]"), 5e-7,
-                   [t, per_slot](OpGraph& g) {
+      c.push_back({fmt::format("{} E6 M40 K64 N5 k2 {}", backend::dtype_name(t), per_slot ? "x[N,k,K]" : "x[N,K]"),
+                   5e-7, [t, per_slot](OpGraph& g) {
                      const uint32_t x = per_slot ? g.f32({5, 2, 64}) : g.f32({5, 64});
                      const uint32_t ids = g.i32({5, 2}, {0, 3, 5, 1, 3, 0, 2, 2, 4, 5});
                      g.output(g.op(KILN_OP_MOE_MATMUL, {x, g.weight(t, {6, 40, 64}), ids}));
@@ -134,15 +140,19 @@ std::vector<Case> cases_moe_matmul() {
 std::vector<Case> cases_binary() {
   std::vector<Case> c;
   for (kiln_op op : {KILN_OP_ADD, KILN_OP_MUL})
-    for (auto [a, b] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
-             {{7, 5, 33}, {7, 5, 33}}, {{7, 5, 33}, {33}}, {{7, 5, 33}, {5, 1}}, {{7, 5, 33}, {1}}, {{4, 1000}, {4, 1}}})
-      c.push_back({fmt::format("{} {} by {}", op == KILN_OP_ADD ? "add" : "mul", a.size(), b.size()), 1e-7,
-                   [op, a = a, b = b](OpGraph& g) {
-                     auto mk = [&](const std::vector<int64_t>& s) {
-                       return s.size() == 3 ? g.f32({s[0], s[1], s[2]}) : s.size() == 2 ? g.f32({s[0], s[1]}) : g.f32({s[0]});
-                     };
-                     g.output(g.op(op, {mk(a), mk(b)}));
-                   }});
+    for (auto [a, b] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{{{7, 5, 33}, {7, 5, 33}},
+                                                                                          {{7, 5, 33}, {33}},
+                                                                                          {{7, 5, 33}, {5, 1}},
+                                                                                          {{7, 5, 33}, {1}},
+                                                                                          {{4, 1000}, {4, 1}}})
+      c.push_back(
+          {fmt::format("{} {} by {}", op == KILN_OP_ADD ? "add" : "mul", a.size(), b.size()), 1e-7,
+           [op, a = a, b = b](OpGraph& g) {
+             auto mk = [&](const std::vector<int64_t>& s) {
+               return s.size() == 3 ? g.f32({s[0], s[1], s[2]}) : s.size() == 2 ? g.f32({s[0], s[1]}) : g.f32({s[0]});
+             };
+             g.output(g.op(op, {mk(a), mk(b)}));
+           }});
   return c;
 }
 
@@ -156,7 +166,8 @@ std::vector<Case> cases_unary() {
               U{KILN_OP_SOFTPLUS, -30, 30}, U{KILN_OP_SOFTCAP, -100, 100}, U{KILN_OP_EXP, -5, 5}})
     for (int64_t n : {1, 7})
       c.push_back({fmt::format("{} {}x129", graph::op_name(u.op), n), 1e-7, [u, n](OpGraph& g) {
-                     g.output(g.op(u.op, {g.f32({n, 129}, u.lo, u.hi)}, params([](auto& p) { p.scale = -1.5f, p.bias = 0.25f, p.cap = 30; })));
+                     g.output(g.op(u.op, {g.f32({n, 129}, u.lo, u.hi)},
+                                   params([](auto& p) { p.scale = -1.5f, p.bias = 0.25f, p.cap = 30; })));
                    }});
   return c;
 }
@@ -168,9 +179,12 @@ std::vector<Case> cases_norm() {
       c.push_back({fmt::format("rms mode{} 5x3x{}", mode, d), 1e-7, [mode, d](OpGraph& g) {
                      const uint32_t x = g.f32({5, 3, d}, -4, 4);
                      const auto p = params([mode](auto& q) { q.eps = 1e-6f, q.mode = mode; });
-                     if (mode == KILN_NORM_NONE) g.output(g.op(KILN_OP_RMS_NORM, {x}, p));
-                     else if (mode == KILN_NORM_GATED) g.output(g.op(KILN_OP_RMS_NORM, {x, g.f32({d}), g.f32({5, 3, d}, -4, 4)}, p));
-                     else g.output(g.op(KILN_OP_RMS_NORM, {x, g.f32({d})}, p));
+                     if (mode == KILN_NORM_NONE)
+                       g.output(g.op(KILN_OP_RMS_NORM, {x}, p));
+                     else if (mode == KILN_NORM_GATED)
+                       g.output(g.op(KILN_OP_RMS_NORM, {x, g.f32({d}), g.f32({5, 3, d}, -4, 4)}, p));
+                     else
+                       g.output(g.op(KILN_OP_RMS_NORM, {x, g.f32({d})}, p));
                    }});
   for (int64_t d : {16, 129})
     c.push_back({fmt::format("l2 7x{}", d), 1e-7, [d](OpGraph& g) {
@@ -192,13 +206,16 @@ std::vector<Case> cases_rope() {
     float theta;
   };
   std::vector<Case> c;
-  for (R r : {R{"neox full D64", KILN_ROPE_NEOX, 64, 0, 0, 10000}, R{"neox partial 16/64 (qwen3.5)", KILN_ROPE_NEOX, 64, 16, 0, 1e7f},
+  for (R r : {R{"neox full D64", KILN_ROPE_NEOX, 64, 0, 0, 10000},
+              R{"neox partial 16/64 (qwen3.5)", KILN_ROPE_NEOX, 64, 16, 0, 1e7f},
               R{"proportional D128 n_freq16 (gemma4)", KILN_ROPE_NEOX, 128, 0, 16, 1e6f},
-              R{"normal full D32", KILN_ROPE_NORMAL, 32, 0, 0, 10000}, R{"normal partial 8/40", KILN_ROPE_NORMAL, 40, 8, 0, 500}})
+              R{"normal full D32", KILN_ROPE_NORMAL, 32, 0, 0, 10000},
+              R{"normal partial 8/40", KILN_ROPE_NORMAL, 40, 8, 0, 500}})
     c.push_back({r.name, 1e-7, [r](OpGraph& g) {
                    std::vector<int32_t> pos = {0, 1, 5, 77, 4095, 4096, 131071, 262143, 9};
-                   g.output(g.op(KILN_OP_ROPE, {g.f32({9, 3, r.D}), g.i32({9}, pos)},
-                                 params([&](auto& p) { p.mode = r.mode, p.n_dims = r.n_dims, p.n_freq = r.n_freq, p.theta = r.theta; })));
+                   g.output(g.op(KILN_OP_ROPE, {g.f32({9, 3, r.D}), g.i32({9}, pos)}, params([&](auto& p) {
+                                   p.mode = r.mode, p.n_dims = r.n_dims, p.n_freq = r.n_freq, p.theta = r.theta;
+                                 })));
                  }});
   return c;
 }
@@ -207,7 +224,8 @@ std::vector<Case> cases_rope() {
 struct Paged {
   uint32_t k, v, table, seqs;
 };
-Paged paged(OpGraph& g, DType t, const std::vector<std::pair<int, int>>& lens, int64_t bs, int64_t hkv, int64_t dk, int64_t dv) {
+Paged paged(OpGraph& g, DType t, const std::vector<std::pair<int, int>>& lens, int64_t bs, int64_t hkv, int64_t dk,
+            int64_t dv) {
   int64_t mb = 1, total = 0;
   for (auto [q, kv] : lens) mb = std::max<int64_t>(mb, (kv + bs - 1) / bs), total += (kv + bs - 1) / bs;
   const int64_t nblocks = total + 3;
@@ -217,7 +235,8 @@ Paged paged(OpGraph& g, DType t, const std::vector<std::pair<int, int>>& lens, i
   std::vector<int32_t> table(lens.size() * static_cast<size_t>(mb), -1);
   size_t next = 0;
   for (size_t s = 0; s < lens.size(); ++s)
-    for (int64_t b = 0; b < (lens[s].second + bs - 1) / bs; ++b) table[s * static_cast<size_t>(mb) + static_cast<size_t>(b)] = perm[next++];
+    for (int64_t b = 0; b < (lens[s].second + bs - 1) / bs; ++b)
+      table[s * static_cast<size_t>(mb) + static_cast<size_t>(b)] = perm[next++];
   Paged p;
   p.k = g.cache(t, {nblocks, bs, hkv, dk}, false, "k");
   p.v = g.cache(t, {nblocks, bs, hkv, dv}, false, "v");
@@ -244,7 +263,8 @@ std::vector<Case> cases_attention() {
   };
   if (heavy()) as.push_back({"prefill 130 + decode kv2000", {{130, 700}, {1, 2000}}, 8, 2, 128, 128, 32, 0, 0, 0});
   if (heavy()) as.push_back({"gemma-like window 512, D256", {{24, 1500}, {1, 1500}}, 8, 2, 256, 256, 16, 512, 0, 1.0f});
-  if (long_mode()) as.push_back({"decode kv 8192 x4", {{1, 8192}, {1, 8000}, {1, 4097}, {1, 100}}, 16, 2, 256, 256, 16, 0, 0, 0});
+  if (long_mode())
+    as.push_back({"decode kv 8192 x4", {{1, 8192}, {1, 8000}, {1, 4097}, {1, 100}}, 16, 2, 256, 256, 16, 0, 0, 0});
   std::vector<Case> c;
   for (DType t : kCacheTypes)
     for (const A& a : as)
@@ -279,12 +299,16 @@ std::vector<Case> cases_gated_delta() {
                    std::vector<std::pair<int, int>> l;
                    int64_t n = 0;
                    for (int x : lens) l.emplace_back(x, x + 3), n += x;
-                   const uint32_t state = g.cache(DType::f32, {static_cast<int64_t>(lens.size()), 4, 16, 8}, false, "ssm state");
+                   const uint32_t state =
+                       g.cache(DType::f32, {static_cast<int64_t>(lens.size()), 4, 16, 8}, false, "ssm state");
                    const auto eps = params([](auto& p) { p.eps = 1e-6f; });
-                   const uint32_t q = g.op(KILN_OP_SCALE, {g.op(KILN_OP_L2_NORM, {g.f32({n, 2, 16})}, eps)}, params([](auto& p) { p.scale = 0.25f; }));
+                   const uint32_t q = g.op(KILN_OP_SCALE, {g.op(KILN_OP_L2_NORM, {g.f32({n, 2, 16})}, eps)},
+                                           params([](auto& p) { p.scale = 0.25f; }));
                    const uint32_t k = g.op(KILN_OP_L2_NORM, {g.f32({n, 2, 16})}, eps);
                    const uint32_t gate = g.f32({n, 4}, -1.0f, 0.0f), beta = g.f32({n, 4}, 0.0f, 1.0f);
-                   g.output(g.op(KILN_OP_GATED_DELTA, {q, k, g.f32({n, 4, 8}), gate, beta, state, g.i32({static_cast<int64_t>(l.size()), 4}, seqs_rows(l))},
+                   g.output(g.op(KILN_OP_GATED_DELTA,
+                                 {q, k, g.f32({n, 4, 8}), gate, beta, state,
+                                  g.i32({static_cast<int64_t>(l.size()), 4}, seqs_rows(l))},
                                  params([mode](auto& p) { p.mode = mode, p.chunk = 16; })));
                  }});
   return c;
@@ -305,7 +329,9 @@ std::vector<Case> cases_moe() {
                      g.output(scaled ? g.op(KILN_OP_MOE_WEIGHTS, {logits, ids, g.f32({16}, 0.5f, 2.0f)}, p)
                                      : g.op(KILN_OP_MOE_WEIGHTS, {logits, ids}, p));
                    }});
-  c.push_back({"moe_sum N7 k3 M33", 1e-7, [](OpGraph& g) { g.output(g.op(KILN_OP_MOE_SUM, {g.f32({7, 3, 33}), g.f32({7, 3})})); }});
+  c.push_back({"moe_sum N7 k3 M33", 1e-7, [](OpGraph& g) {
+                 g.output(g.op(KILN_OP_MOE_SUM, {g.f32({7, 3, 33}), g.f32({7, 3})}));
+               }});
   return c;
 }
 
@@ -314,14 +340,24 @@ struct Family {
   std::vector<Case> (*cases)();
 };
 const Family kFamilies[] = {
-    {"get_rows", cases_get_rows}, {"set_rows", cases_set_rows},   {"slice_concat", cases_slice_concat},
-    {"matmul", cases_matmul},     {"moe_matmul", cases_moe_matmul}, {"binary", cases_binary},
-    {"unary", cases_unary},       {"norm", cases_norm},           {"rope", cases_rope},
-    {"attention", cases_attention}, {"conv1d", cases_conv1d},     {"gated_delta", cases_gated_delta},
+    {"get_rows", cases_get_rows},
+    {"set_rows", cases_set_rows},
+    {"slice_concat", cases_slice_concat},
+    {"matmul", cases_matmul},
+    {"moe_matmul", cases_moe_matmul},
+    {"binary", cases_binary},
+    {"unary", cases_unary},
+    {"norm", cases_norm},
+    {"rope", cases_rope},
+    {"attention", cases_attention},
+    {"conv1d", cases_conv1d},
+    {"gated_delta", cases_gated_delta},
     {"moe", cases_moe},
 };
 
-void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
+void PrintTo(const Family& f, std::ostream* os) {
+  *os << f.name;
+}
 
 /** KILN_BACKEND_OPS_VERBOSE=1 prints every case's NMSE per device (for docs/backend.md §6). */
 bool verbose() {
@@ -356,12 +392,15 @@ TEST_P(BackendOps, EveryDeviceMatchesTheCpuReference) {
         }
         EXPECT_EQ(got[i].i, ref[i].i) << got[i].what;
         const double e = nmse(got[i].f, ref[i].f);
-        if (verbose()) std::printf("%-12s %-56s %-10s %-14s NMSE %.3g\n", GetParam().name, c.name.c_str(), d->info().id.c_str(), got[i].what.c_str(), e);
+        if (verbose())
+          std::printf("%-12s %-56s %-10s %-14s NMSE %.3g\n", GetParam().name, c.name.c_str(), d->info().id.c_str(),
+                      got[i].what.c_str(), e);
         size_t bad = 0, first_bad = 0;
         for (size_t j = got[i].f.size(); j-- > 0;)
           if (!std::isfinite(got[i].f[j])) ++bad, first_bad = j;
         EXPECT_LE(e, c.threshold) << got[i].what << ": NMSE " << e << " over " << c.threshold << "; " << bad
-                                  << " non-finite elements" << (bad ? ", the first at flat index " + std::to_string(first_bad) : "");
+                                  << " non-finite elements"
+                                  << (bad ? ", the first at flat index " + std::to_string(first_bad) : "");
       }
     }
   }

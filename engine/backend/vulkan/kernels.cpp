@@ -23,9 +23,10 @@ MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] in
   m.local_size = subgroup;
   m.aligned = operands_aligned && K % 8 == 0;
   m.tn = 4;
-  // Decode-sized batches: one activation row per workgroup (weights streamed once per row is the
-  // bandwidth bound anyway). Larger batches: share each weight load across TM rows. The tile never
-  // changes a row's reduction order (matmul.comp), so this choice keeps batch invariance.
+  // Decode-sized batches (1-3 rows, e.g. concurrent decodes): a tile holds every row, so weights
+  // are streamed once per step, not once per row. Larger batches: share each weight load across
+  // TM rows. The tile never changes a row's reduction order (matmul.comp), so this choice keeps
+  // batch invariance.
   // Prefill tiles measured on lavapipe (GEMM 128x4096x4096, noisy shared VM): f32 8x4 1156 ms,
   // 8x8 924-1068, 16x8 474-973, 16x16 856; q8_0 4x4 947, 8x4 784, 8x8 520, 16x8 513. Bigger tiles
   // cut texel fetches per FMA until registers spill; 16x8 costs ~7 s of cold lavapipe JIT per
@@ -38,6 +39,15 @@ MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] in
     // graph, three alternating runs: TN 16 4096x1024 0.48-0.50 ms vs TN 8 0.57-0.58, 8192x1024
     // 0.95-1.01 vs 1.09-1.10, 1024x2048 0.29 vs 0.31-0.32; q8_0 0.61-0.62 vs 0.68-0.70 on 4096x1024.
     m.tn = moe ? 4 : w == backend::DType::f16 ? 12 : w == backend::DType::f32 ? 8 : 16;
+    // 2-3 rows: one TM = R tile (TN 8: 16 spilled). GEMV 4096x1024, three alternating runs, best
+    // ms, R tiles of one row / TM = R with TN 4 / TN 8: bf16 R=2 0.86-1.54 / 0.88-0.95 / 0.69-0.75,
+    // R=3 1.20-1.35 / 1.02-1.14 / 0.83-0.91; f16 R=2 1.20-1.30 / 1.07-1.31 / 0.87-0.90, R=3
+    // 1.75-1.81 / 1.30-1.37 / 1.04-1.09; q8_0 R=2 1.09-1.16 / 0.94-1.08 / 0.79-0.86, R=3
+    // 1.52-1.54 / 1.13-1.21 / 0.92-0.97 (R=1: bf16 0.54, f16 0.70, q8_0 0.61).
+    if (!moe && R > 1) {
+      m.tm = static_cast<uint32_t>(R);
+      m.tn = 8;
+    }
   } else {
     m.tm = R >= 8 ? 8 : 4;
     m.tn = 8;
@@ -47,8 +57,11 @@ MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] in
     if (const char* t = std::getenv("KILN_VULKAN_MATMUL_TM"); t && *t) m.tm = std::clamp(std::atoi(t), 1, 16);
     if (const char* t = std::getenv("KILN_VULKAN_MATMUL_TN"); t && *t) m.tn = std::clamp(std::atoi(t), 1, 16);
   }
-  if (!moe && R < 4)
+  if (!moe && R < 4) {
     if (const char* t = std::getenv("KILN_VULKAN_GEMV_TN"); t && *t) m.tn = std::clamp(std::atoi(t), 1, 16);
+    if (const char* t = std::getenv("KILN_VULKAN_GEMV_TM"); t && *t)
+      m.tm = static_cast<uint32_t>(std::clamp<int64_t>(std::atoi(t), 1, std::max<int64_t>(R, 1)));
+  }
   if (cpu_device && !moe && R < 4) {
     // Rows shorter than four pages: a CPU's L2 stream prefetcher follows one forward stream per
     // 4 KiB page, so a tile of adjacent short rows (several streams per page) runs without
