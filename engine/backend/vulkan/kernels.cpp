@@ -23,15 +23,13 @@ MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] in
   m.local_size = subgroup;
   m.aligned = operands_aligned && K % 8 == 0;
   m.tn = 4;
-  // Decode-sized batches (1-3 rows, e.g. concurrent decodes): a tile holds every row, so weights
-  // are streamed once per step, not once per row. Larger batches: share each weight load across
-  // TM rows. The tile never changes a row's reduction order (matmul.comp), so this choice keeps
-  // batch invariance.
-  // Prefill tiles measured on lavapipe (GEMM 128x4096x4096, noisy shared VM): f32 8x4 1156 ms,
-  // 8x8 924-1068, 16x8 474-973, 16x16 856; q8_0 4x4 947, 8x4 784, 8x8 520, 16x8 513. Bigger tiles
-  // cut texel fetches per FMA until registers spill; 16x8 costs ~7 s of cold lavapipe JIT per
-  // variant against ~3.5 s for 8x8, for a gain lost in the noise, so 8x8.
-  if (moe || R < 4) {
+  // Decode-sized batches (1-7 rows: concurrent decodes): one tile holds every row, so weights are
+  // streamed once per step, not once per row (tile). Larger batches: 8-row tiles. The tile never changes a row's
+  // reduction order (matmul.comp), so this choice keeps batch invariance. Prefill tiles measured on lavapipe (GEMM
+  // 128x4096x4096, noisy shared VM): f32 8x4 1156 ms, 8x8 924-1068, 16x8 474-973, 16x16 856; q8_0 4x4 947, 8x4 784, 8x8
+  // 520, 16x8 513. Bigger tiles cut texel fetches per FMA until registers spill; 16x8 costs ~7 s of cold lavapipe JIT
+  // per variant against ~3.5 s for 8x8, for a gain lost in the noise, so 8x8.
+  if (moe || R < 8) {
     m.tm = 1;
     // GEMV 4096x4096 f32: TN 8 7.4-20 ms vs TN 4 8.3-24 ms (noisy, same runs). f16 (whose
     // widening is the costliest): TN 12 2.38-2.42 ms vs TN 8 2.56-2.57 (3 alternating runs each),
@@ -43,26 +41,29 @@ MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] in
     // ms, R tiles of one row / TM = R with TN 4 / TN 8: bf16 R=2 0.86-1.54 / 0.88-0.95 / 0.69-0.75,
     // R=3 1.20-1.35 / 1.02-1.14 / 0.83-0.91; f16 R=2 1.20-1.30 / 1.07-1.31 / 0.87-0.90, R=3
     // 1.75-1.81 / 1.30-1.37 / 1.04-1.09; q8_0 R=2 1.09-1.16 / 0.94-1.08 / 0.79-0.86, R=3
-    // 1.52-1.54 / 1.13-1.21 / 0.92-0.97 (R=1: bf16 0.54, f16 0.70, q8_0 0.61).
+    // 1.52-1.54 / 1.13-1.21 / 0.92-0.97 (R=1: bf16 0.54, f16 0.70, q8_0 0.61). 5-7 rows, bf16,
+    // TM 4 (two row tiles) / TM = R TN 8 / TM = R TN 4: R=5 1.87-1.92 / 1.17-1.22 / 1.50-1.52,
+    // R=6 1.85-1.91 / 1.23-1.38 / 1.69-1.80, R=7 1.66-1.91 / 1.48-1.51 / 1.91-2.04.
     if (!moe && R > 1) {
       m.tm = static_cast<uint32_t>(R);
       m.tn = 8;
     }
   } else {
-    m.tm = R >= 8 ? 8 : 4;
+    m.tm = 8;
     m.tn = 8;
   }
-  // Tuning knobs (benchmarks only): KILN_VULKAN_MATMUL_TM / _TN for 4+ rows, KILN_VULKAN_GEMV_TN.
-  if (!moe && R >= 4) {
+  // Tuning knobs (benchmarks only): KILN_VULKAN_MATMUL_TM / _TN for 8+ rows, KILN_VULKAN_GEMV_TM /
+  // _TN below.
+  if (!moe && R >= 8) {
     if (const char* t = std::getenv("KILN_VULKAN_MATMUL_TM"); t && *t) m.tm = std::clamp(std::atoi(t), 1, 16);
     if (const char* t = std::getenv("KILN_VULKAN_MATMUL_TN"); t && *t) m.tn = std::clamp(std::atoi(t), 1, 16);
   }
-  if (!moe && R < 4) {
+  if (!moe && R < 8) {
     if (const char* t = std::getenv("KILN_VULKAN_GEMV_TN"); t && *t) m.tn = std::clamp(std::atoi(t), 1, 16);
     if (const char* t = std::getenv("KILN_VULKAN_GEMV_TM"); t && *t)
       m.tm = static_cast<uint32_t>(std::clamp<int64_t>(std::atoi(t), 1, std::max<int64_t>(R, 1)));
   }
-  if (cpu_device && !moe && R < 4) {
+  if (cpu_device && !moe && R < 8) {
     // Rows shorter than four pages: a CPU's L2 stream prefetcher follows one forward stream per
     // 4 KiB page, so a tile of adjacent short rows (several streams per page) runs without
     // prefetch. Rows `row_stride` apart put each stream of a tile in its own pages, and the
