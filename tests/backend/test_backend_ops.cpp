@@ -194,6 +194,12 @@ std::vector<Case> cases_norm() {
     c.push_back({fmt::format("softmax 6x{}", d), 1e-7, [d](OpGraph& g) {
                    g.output(g.op(KILN_OP_SOFTMAX, {g.f32({6, d}, -10, 10)}, params([](auto& p) { p.scale = 0.7f; })));
                  }});
+  // A Gemma-4-sized vocabulary row: three passes of 32768 iterations per lane, past llvmpipe's 65535
+  // loop iterations per invocation unless the loops take several elements per iteration.
+  c.push_back(
+      {"softmax 2x262144", 1e-7, [](OpGraph& g) {
+         g.output(g.op(KILN_OP_SOFTMAX, {g.f32({2, 262144}, -10, 10)}, params([](auto& p) { p.scale = 1.0f; })));
+       }});
   return c;
 }
 
@@ -260,11 +266,15 @@ std::vector<Case> cases_attention() {
       {"sliding window 8", {{1, 50}, {11, 30}}, 4, 1, 32, 32, 16, 8, 0, 1.0f},
       {"softcap 30, Dv 16 != Dk 48", {{3, 20}, {1, 7}}, 6, 3, 48, 16, 4, 0, 30, 0},
       {"block size 1, head dim 40", {{4, 6}}, 2, 1, 40, 40, 1, 0, 0, 0},
+      {"head dims 36 / 20 (not multiples of 8)", {{3, 30}, {1, 45}}, 4, 2, 36, 20, 16, 0, 0, 0},
   };
+  if (heavy()) as.push_back({"head dim 132, kv 1500", {{1, 1500}, {7, 700}}, 4, 2, 132, 132, 16, 0, 0, 0});
   if (heavy()) as.push_back({"prefill 130 + decode kv2000", {{130, 700}, {1, 2000}}, 8, 2, 128, 128, 32, 0, 0, 0});
   if (heavy()) as.push_back({"gemma-like window 512, D256", {{24, 1500}, {1, 1500}}, 8, 2, 256, 256, 16, 512, 0, 1.0f});
-  if (long_mode())
+  if (long_mode()) {
     as.push_back({"decode kv 8192 x4", {{1, 8192}, {1, 8000}, {1, 4097}, {1, 100}}, 16, 2, 256, 256, 16, 0, 0, 0});
+    as.push_back({"decode kv 8192, head dim 260", {{1, 8192}, {1, 3000}}, 8, 2, 260, 260, 16, 0, 0, 0});
+  }
   std::vector<Case> c;
   for (DType t : kCacheTypes)
     for (const A& a : as)
@@ -287,6 +297,13 @@ std::vector<Case> cases_conv1d() {
                    const uint32_t seqs = g.i32({3, 4}, seqs_rows({{1, 10}, {2, 2}, {9, 20}}, {2, 0, 3}));
                    g.output(g.op(KILN_OP_CONV1D_CAUSAL, {g.f32({12, ch}), g.f32({ch, 4}), state, seqs}));
                  }});
+  // A 9000-token prefill: 8 loop iterations per token in the Vulkan kernel, past llvmpipe's 65535
+  // per invocation unless the tokens are split into rounds (KernelPolicy::loop_budget).
+  c.push_back({"C8 K4 prefill 9000 + decode", 1e-7, [](OpGraph& g) {
+                 const uint32_t state = g.cache(DType::f32, {2, 3, 8}, false, "conv state");
+                 const uint32_t seqs = g.i32({2, 4}, seqs_rows({{9000, 9000}, {1, 5}}, {1, 0}));
+                 g.output(g.op(KILN_OP_CONV1D_CAUSAL, {g.f32({9001, 8}), g.f32({8, 4}), state, seqs}));
+               }});
   return c;
 }
 
@@ -311,6 +328,22 @@ std::vector<Case> cases_gated_delta() {
                                   g.i32({static_cast<int64_t>(l.size()), 4}, seqs_rows(l))},
                                  params([mode](auto& p) { p.mode = mode, p.chunk = 16; })));
                  }});
+  // Qwen3.5's head size with a 300-token prefill next to a decode: an invocation of the Vulkan
+  // recurrent kernel loops 2·Dk times per token, past llvmpipe's 65535 loop iterations per
+  // invocation unless the tokens are split into rounds (KernelPolicy::loop_budget).
+  c.push_back({"recurrent Hk1 Hv2 Dk128 Dv16, prefill 300 + decode", 5e-6, [](OpGraph& g) {
+                 const std::vector<std::pair<int, int>> l = {{300, 300}, {1, 9}};
+                 const int64_t n = 301;
+                 const uint32_t state = g.cache(DType::f32, {2, 2, 128, 16}, false, "ssm state");
+                 const auto eps = params([](auto& p) { p.eps = 1e-6f; });
+                 const uint32_t q = g.op(KILN_OP_SCALE, {g.op(KILN_OP_L2_NORM, {g.f32({n, 1, 128})}, eps)},
+                                         params([](auto& p) { p.scale = 0.088f; }));
+                 const uint32_t k = g.op(KILN_OP_L2_NORM, {g.f32({n, 1, 128})}, eps);
+                 const uint32_t gate = g.f32({n, 2}, -0.2f, 0.0f), beta = g.f32({n, 2}, 0.0f, 1.0f);
+                 g.output(g.op(KILN_OP_GATED_DELTA,
+                               {q, k, g.f32({n, 2, 16}), gate, beta, state, g.i32({2, 4}, seqs_rows(l))},
+                               params([](auto& p) { p.mode = KILN_DELTA_RECURRENT; })));
+               }});
   return c;
 }
 

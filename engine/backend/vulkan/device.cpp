@@ -354,6 +354,12 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
     throw BackendError(BackendError::Kind::invalid,
                        "[backend vulkan] MOE_MATMUL: an expert id is outside the expert stack (expert 0 was used); "
                        "check the router's TOP_K ids against the number of experts");
+  if (f[3])
+    throw BackendError(BackendError::Kind::invalid,
+                       fmt::format("[backend vulkan] ATTENTION: a sequence attends to more keys than one invocation "
+                                   "can visit on '{}' (llvmpipe ends a shader's loops after 65535 iterations; about "
+                                   "{} keys here): shorten the context or use a GPU",
+                                   info_.name, 4ull * policy_.loop_budget));
   uint64_t msgs = ctx_->validation_messages() - msgs_before;
   if (msgs)
     throw BackendError(BackendError::Kind::device,

@@ -10,6 +10,11 @@ KernelPolicy choose_policy(const DeviceInfo& d) {
   p.subgroup = d.subgroup_size;
   p.row_local_size = d.subgroup_size;
   p.cpu_device = d.is_lavapipe;
+  p.loop_budget = d.is_lavapipe ? 60000 : 0;                              // below gallivm's 65535 (kernels.hpp)
+  if (const char* b = std::getenv("KILN_VULKAN_LOOP_BUDGET"); b && *b) {  // tests: split sooner
+    const uint32_t v = static_cast<uint32_t>(std::clamp(std::atol(b), 256L, 60000L));
+    p.loop_budget = p.loop_budget ? std::min(p.loop_budget, v) : v;
+  }
   p.texel_weights = true;  // see kernels.hpp: fastest on lavapipe, good on GPUs
   p.texel_reach = d.max_texel_elements * 16;
   if (const char* r = std::getenv("KILN_VULKAN_TEXEL_REACH"); r && *r)

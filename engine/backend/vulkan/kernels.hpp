@@ -35,6 +35,12 @@ struct KernelPolicy {
   MatmulPlan matmul(backend::DType w, int64_t R, int64_t M, int64_t K, bool operands_aligned, bool moe) const;
   /** lavapipe (a CPU): per-workgroup costs matter, occupancy does not. */
   bool cpu_device = false;
+  /** Loop iterations one invocation may run (0: no limit). llvmpipe ends every loop of a shader
+   *  once 65535 back-edges have been taken in one call, counted across all its loops
+   *  (LP_MAX_TGSI_LOOP_ITERATIONS in gallivm) and silently: kernels whose loops grow with the
+   *  data (GATED_DELTA's tokens, attention's keys, softmax rows) split or unroll their work to stay
+   *  under this budget. */
+  uint32_t loop_budget = 0;
 };
 
 KernelPolicy choose_policy(const DeviceInfo& d);

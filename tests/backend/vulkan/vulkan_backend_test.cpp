@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 
@@ -350,6 +351,35 @@ TEST(Vulkan, MatmulKeepsInfAndNanOfHalfWeights) {
   }
 }
 
+TEST(Vulkan, AttentionPastTheLoopBudgetIsAnError) {
+  // llvmpipe ends a shader's loops after 65535 iterations per invocation, silently; attention
+  // visits 4 keys per iteration, so a longer sequence must be an error, not a truncated softmax.
+  // Run with a small KILN_VULKAN_LOOP_BUDGET (ctest vulkan_loop_budget_attention) so that a
+  // ~1000-key cache reaches the limit; the device stays usable and shorter sequences still work.
+  REQUIRE_VULKAN(dev);
+  const uint32_t budget = dev->policy().loop_budget;
+  if (budget == 0 || budget > 1000) GTEST_SKIP() << "needs KILN_VULKAN_LOOP_BUDGET <= 1000 (budget " << budget << ")";
+  const int64_t bs = 16, keys = 4 * budget + 64, nblocks = (keys + bs - 1) / bs;
+  std::vector<int32_t> table(static_cast<size_t>(nblocks));
+  std::iota(table.begin(), table.end(), 0);
+  auto run = [&](int kv) {
+    OpGraph g;
+    const uint32_t k = g.cache(DType::f32, {nblocks, bs, 1, 8}, false, "k");
+    const uint32_t v = g.cache(DType::f32, {nblocks, bs, 1, 8}, false, "v");
+    const uint32_t seqs = g.i32({1, 4}, {0, 1, kv, 0});
+    g.output(g.op(KILN_OP_ATTENTION, {g.f32({1, 2, 8}), k, v, g.i32({1, nblocks}, table), seqs}));
+    return g.run(*dev);
+  };
+  try {
+    run(static_cast<int>(keys));
+    FAIL() << "expected an error for " << keys << " keys";
+  } catch (const BackendError& e) {
+    EXPECT_EQ(e.kind(), BackendError::Kind::invalid);
+    EXPECT_NE(std::string(e.what()).find("attends to more keys"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(run(100));
+}
+
 TEST(Vulkan, HalfMatmulSurvivesActivationsAbove2To16) {
   // The f16 fast path folds the 2^112 of its half->f32 widening into the activations, which
   // overflows for |x| >= 2^16 where w·x itself is finite. Such lanes must be redone exactly:
@@ -597,9 +627,11 @@ TEST(Vulkan, RmsNormThenRopeRunAsOneDispatchWithTheSameBits) {
           };
           const int64_t nd = c.n_dims ? c.n_dims : c.D, nf = c.n_freq ? c.n_freq : nd / 2;
           for (int64_t j = 0; j < nd / 2; ++j) {
-            const int64_t a = rope_mode == KILN_ROPE_NEOX ? j : 2 * j, b = rope_mode == KILN_ROPE_NEOX ? j + nd / 2 : 2 * j + 1;
+            const int64_t a = rope_mode == KILN_ROPE_NEOX ? j : 2 * j,
+                          b = rope_mode == KILN_ROPE_NEOX ? j + nd / 2 : 2 * j + 1;
             const double ang = j < nf ? pos[static_cast<size_t>(t)] * std::pow(10000.0, -2.0 * j / nd) : 0.0;
-            const double ra = nv(a) * std::cos(ang) - nv(b) * std::sin(ang), rb = nv(a) * std::sin(ang) + nv(b) * std::cos(ang);
+            const double ra = nv(a) * std::cos(ang) - nv(b) * std::sin(ang),
+                         rb = nv(a) * std::sin(ang) + nv(b) * std::cos(ang);
             ASSERT_NEAR(rotated[static_cast<size_t>(base + a)], ra, 2e-4 * (1 + std::fabs(ra))) << what << " j " << j;
             ASSERT_NEAR(rotated[static_cast<size_t>(base + b)], rb, 2e-4 * (1 + std::fabs(rb))) << what << " j " << j;
           }

@@ -39,17 +39,22 @@ void record_attention(const OpEnv& e) {
   const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0 &&
                    Dk / 8 <= 8 * static_cast<int64_t>(ls) && Dv / 8 <= 8 * static_cast<int64_t>(ls);
   const Pipeline& p =
-      e.pipeline("attention", {Bind::storage, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage},
+      e.pipeline("attention",
+                 {Bind::storage, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage, Bind::storage},
                  {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u});
+  // attention.comp visits four keys per loop iteration; past that the kernel reports (flags[3]).
+  const uint32_t budget = e.dev.policy().loop_budget;
+  const uint32_t max_keys = budget ? 4u * (budget - std::min<uint32_t>(budget / 2, u32(S) + 16u)) : 0u;
+  const Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 16};  // idempotent flag: no hazard
   float scale = n.params.scale != 0.0f ? n.params.scale : 1.0f / std::sqrt(static_cast<float>(Dk));
   uint32_t ke = kc.desc.dtype == DType::f32 ? 4 : 2, ve = vc.desc.dtype == DType::f32 ? 4 : 2;
   uint32_t gy = 1, gx = row_groups(e, static_cast<uint64_t>(N * Hq), gy);
   e.dispatch(p,
              {e.ssbo(q), e.tex(kc, VK_FORMAT_R32G32B32A32_UINT), e.tex(vc, VK_FORMAT_R32G32B32A32_UINT), e.ssbo(bt),
-              e.ssbo(seqs), e.ssbo(n.dst, true)},
+              e.ssbo(seqs), e.ssbo(n.dst, true), flags},
              {u32(N), u32(Hq), u32(Dk), u32(Dv), u32(BS), u32(Hkv), u32(S), u32(MB), e.off(q, 4), e.off(kc, ke),
               e.off(vc, ve), e.off(bt, 4), e.off(seqs, 4), e.off(n.dst, 4), fbits(scale), fbits(n.params.cap),
-              static_cast<uint32_t>(n.params.window)},
+              static_cast<uint32_t>(n.params.window), max_keys},
              gx, gy);
 }
 
@@ -66,9 +71,16 @@ void record_recurrent(const OpEnv& e) {
     if (!S || !C) return;
     const Pipeline& p =
         e.pipeline("conv1d", {Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage}, {});
-    e.dispatch_items(p, {e.ssbo(x), e.ssbo(w), e.ssbo(st, true), e.ssbo(seqs), e.ssbo(n.dst, true)},
-                     {u32(S), u32(C), u32(K), e.off(x, 4), e.off(w, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4)},
-                     static_cast<uint64_t>(S * C));
+    // Rounds of at most `per` tokens per sequence (state carried through `st`), within the loop
+    // budget: 2K loop iterations per token, 2K for the state and weights.
+    const int64_t N = x.desc.ne[0];
+    const uint32_t budget = e.dev.policy().loop_budget;
+    const int64_t per = budget ? std::max<int64_t>((static_cast<int64_t>(budget) - 2 * K - 16) / (2 * K + 2), 1) : N;
+    for (int64_t t0 = 0; t0 < std::max<int64_t>(N, 1); t0 += per)
+      e.dispatch_items(p, {e.ssbo(x), e.ssbo(w), e.ssbo(st, true), e.ssbo(seqs), e.ssbo(n.dst, true)},
+                       {u32(S), u32(C), u32(K), e.off(x, 4), e.off(w, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4),
+                        u32(t0), u32(per)},
+                       static_cast<uint64_t>(S * C));
     return;
   }
   const backend::TensorRef &q = n.src[0], &k = n.src[1], &v = n.src[2], &g = n.src[3], &beta = n.src[4], &st = n.src[5],
@@ -80,12 +92,19 @@ void record_recurrent(const OpEnv& e) {
     e.fail("state / head shapes do not match");
   if (!S) return;
   const Pipeline& p = e.pipeline("gated_delta", std::vector<Bind>(8, Bind::storage), {});
-  e.dispatch_items(
-      p,
-      {e.ssbo(q), e.ssbo(k), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(st, true), e.ssbo(seqs), e.ssbo(n.dst, true)},
-      {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, 4), e.off(k, 4), e.off(v, 4), e.off(g, 4), e.off(beta, 4),
-       e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4)},
-      static_cast<uint64_t>(S * Hv * Dv));
+  // Rounds of at most `per` tokens of each sequence (the state carries over through `st`): an
+  // invocation loops 2·Dk times per token plus 2·Dk for the state, within the loop budget.
+  const int64_t N = q.desc.ne[0];
+  const uint32_t budget = e.dev.policy().loop_budget;
+  int64_t per = N;
+  if (budget) per = std::max<int64_t>((static_cast<int64_t>(budget) - 2 * Dk - 16) / (2 * Dk + 2), 1);
+  for (int64_t t0 = 0; t0 < std::max<int64_t>(N, 1); t0 += per)
+    e.dispatch_items(
+        p,
+        {e.ssbo(q), e.ssbo(k), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(st, true), e.ssbo(seqs), e.ssbo(n.dst, true)},
+        {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, 4), e.off(k, 4), e.off(v, 4), e.off(g, 4), e.off(beta, 4),
+         e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4), u32(t0), u32(per)},
+        static_cast<uint64_t>(S * Hv * Dv));
 }
 
 void record_moe(const OpEnv& e) {

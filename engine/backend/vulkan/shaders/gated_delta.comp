@@ -3,7 +3,10 @@
 // value head, value column dv) holding the state column S[:, dv] (Dk values) in registers:
 //   S <- e^g S;  u = S^T k;  S <- S + k (beta (v - u))^T;  o = S^T q.
 // Columns are independent, so this is exact to the recurrence; the chunked (WY) form is not
-// implemented on Vulkan (CHUNKED runs this kernel; docs/vulkan.md).
+// implemented on Vulkan (CHUNKED runs this kernel; docs/vulkan.md). One dispatch runs each
+// sequence's tokens [t_begin, t_begin + t_count): the host splits long prefills into rounds that
+// carry the state through `st`, because llvmpipe ends loops after 65535 iterations per invocation
+// (KernelPolicy::loop_budget).
 layout(local_size_x = 64) in;
 const uint MAXDK = 256u;
 
@@ -18,6 +21,7 @@ layout(std430, set = 0, binding = 7) writeonly buffer Out { float o[]; };
 layout(push_constant) uniform PC {
   uint S, Hk, Hv, Dk, Dv;
   uint q_off, k_off, v_off, g_off, b_off, st_off, seqs_off, o_off;
+  uint t_begin, t_count;
 } pc;
 
 void main() {
@@ -28,10 +32,12 @@ void main() {
   uint hk = h / (pc.Hv / pc.Hk);
   uint q_start = uint(seqs[pc.seqs_off + s * 4u]), q_len = uint(seqs[pc.seqs_off + s * 4u + 1u]);
   uint slot = uint(seqs[pc.seqs_off + s * 4u + 3u]);
+  uint t_lo = pc.t_begin, t_hi = min(q_len, pc.t_begin + pc.t_count);
+  if (t_lo >= t_hi) return;  // this round has none of the sequence's tokens: state untouched
   uint sb = pc.st_off + (slot * pc.Hv + h) * pc.Dk * pc.Dv + dv;
   float col[MAXDK];
   for (uint d = 0u; d < pc.Dk; ++d) col[d] = st[sb + d * pc.Dv];
-  for (uint t = 0u; t < q_len; ++t) {
+  for (uint t = t_lo; t < t_hi; ++t) {
     uint n = q_start + t;
     uint kb = pc.k_off + (n * pc.Hk + hk) * pc.Dk, qb = pc.q_off + (n * pc.Hk + hk) * pc.Dk;
     float decay = exp(g[pc.g_off + n * pc.Hv + h]);
