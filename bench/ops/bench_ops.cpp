@@ -248,6 +248,43 @@ void run_small_ops(backend::Device& dev, int chain, int reps) {
     std::printf("%-26s %-10s %7.1f/%-7.1f\n", "SET_ROWS f16", "1x1024", *std::min_element(times.begin(), times.end()),
                 median(times));
   }
+  // Decode attention of one token (16 query heads, 8 KV heads of 128, f16 cache in blocks of 16)
+  // over 512 and 4096 cached keys: what a long chat adds per layer.
+  for (int kv : {512, 4096}) {
+    const int64_t bs = 16, nblocks = kv / bs, Hq = 16, Hkv = 8, Dh = 128;
+    auto kc = dev.allocate(static_cast<size_t>(nblocks * bs * Hkv * Dh) * 2, backend::BufferUsage::activations);
+    auto vc = dev.allocate(static_cast<size_t>(nblocks * bs * Hkv * Dh) * 2, backend::BufferUsage::activations);
+    std::vector<uint16_t> halves(static_cast<size_t>(nblocks * bs * Hkv * Dh));
+    for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(0x3000 + (i * 37) % 0x800);
+    kc->upload(0, halves.data(), halves.size() * 2);
+    vc->upload(0, halves.data(), halves.size() * 2);
+    std::vector<int32_t> table(static_cast<size_t>(nblocks)), seq = {0, 1, kv, 0};
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    auto tb = buf(static_cast<int64_t>(table.size()) * 4, table.data()), sb = buf(16, seq.data());
+    auto q = buf(Hq * Dh * 4, noise.data()), out = buf(Hq * Dh * 4, nullptr);
+    backend::BoundGraph g;
+    for (int i = 0; i < chain / 8; ++i) {
+      backend::Node node;
+      node.op = KILN_OP_ATTENTION;
+      node.n_src = 5;
+      node.src[0] = {q.get(), 0, backend::TensorDesc(DType::f32, {1, Hq, Dh})};
+      node.src[1] = {kc.get(), 0, backend::TensorDesc(DType::f16, {nblocks, bs, Hkv, Dh})};
+      node.src[2] = {vc.get(), 0, backend::TensorDesc(DType::f16, {nblocks, bs, Hkv, Dh})};
+      node.src[3] = {tb.get(), 0, backend::TensorDesc(DType::i32, {1, nblocks})};
+      node.src[4] = {sb.get(), 0, backend::TensorDesc(DType::i32, {1, 4})};
+      node.dst = {out.get(), 0, backend::TensorDesc(DType::f32, {1, Hq, Dh})};
+      g.nodes.push_back(node);
+    }
+    dev.compute(g);
+    std::vector<double> times;
+    for (int r = 0; r < reps; ++r) {
+      double t0 = now();
+      dev.compute(g);
+      times.push_back((now() - t0) / (chain / 8) * 1e6);
+    }
+    std::printf("%-26s %-10s %7.1f/%-7.1f\n", "ATTENTION f16 decode", ("kv " + std::to_string(kv)).c_str(),
+                *std::min_element(times.begin(), times.end()), median(times));
+  }
 }
 
 }  // namespace

@@ -358,8 +358,8 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
     throw BackendError(BackendError::Kind::invalid,
                        fmt::format("[backend vulkan] ATTENTION: a sequence attends to more keys than one invocation "
                                    "can visit on '{}' (llvmpipe ends a shader's loops after 65535 iterations; about "
-                                   "{} keys here): shorten the context or use a GPU",
-                                   info_.name, 4ull * policy_.loop_budget));
+                                   "{} keys with cache blocks of 16): shorten the context or use a GPU",
+                                   info_.name, policy_.loop_budget * 16ull / 5));
   uint64_t msgs = ctx_->validation_messages() - msgs_before;
   if (msgs)
     throw BackendError(BackendError::Kind::device,

@@ -1,5 +1,6 @@
 // Sequence mixers over the ragged batch: paged ATTENTION, CONV1D_CAUSAL and GATED_DELTA (state
 // updated in place), plus the MoE routing ops.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/vulkan/device.hpp"
@@ -38,17 +39,34 @@ void record_attention(const OpEnv& e) {
   // Whole 8-dim groups per lane when rows are 16-byte aligned (one or two texels per group).
   const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0 &&
                    Dk / 8 <= 8 * static_cast<int64_t>(ls) && Dv / 8 <= 8 * static_cast<int64_t>(ls);
+  // Query heads per workgroup (attention.comp QG): the heads of one KV head, at most 4 and fewer
+  // when the lane arrays (4 vec4 per head and group) would pass 16.
+  uint32_t qg = 1;
+  for (uint32_t c : {4u, 2u})
+    if ((Hq / Hkv) % c == 0 && c * std::max<int64_t>(((std::max(Dk, Dv) + 7) / 8 + ls - 1) / ls, 1) <= 4) {
+      qg = c;
+      break;
+    }
+  // Groups of 8 dims each lane holds (attention.comp NG).
+  const auto per_lane = [&](int64_t D) { return static_cast<uint32_t>(((D + 7) / 8 + ls - 1) / ls); };
+  const uint32_t groups = std::max<uint32_t>({per_lane(Dk), per_lane(Dv), 1u});
+  if (groups > 8) e.fail(fmt::format("head dims {}/{} exceed 64 x subgroup size {}", Dk, Dv, ls));
   const Pipeline& p =
       e.pipeline("attention",
                  {Bind::storage, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage, Bind::storage},
-                 {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u});
-  // attention.comp visits four keys per loop iteration; past that the kernel reports (flags[3]).
+                 {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u, groups, qg});
+  // attention.comp's loop iterations for n keys: n/4 + n/BS + 2 (four keys per iteration, one
+  // more per cache block) plus S for the sequence lookup; past max_keys it reports (flags[3]).
   const uint32_t budget = e.dev.policy().loop_budget;
-  const uint32_t max_keys = budget ? 4u * (budget - std::min<uint32_t>(budget / 2, u32(S) + 16u)) : 0u;
+  uint32_t max_keys = 0;
+  if (budget) {
+    const double its = budget - std::min<double>(budget / 2.0, static_cast<double>(S) + 16.0);
+    max_keys = static_cast<uint32_t>(its / (0.25 + 1.0 / static_cast<double>(BS)));
+  }
   const Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 16};  // idempotent flag: no hazard
   float scale = n.params.scale != 0.0f ? n.params.scale : 1.0f / std::sqrt(static_cast<float>(Dk));
   uint32_t ke = kc.desc.dtype == DType::f32 ? 4 : 2, ve = vc.desc.dtype == DType::f32 ? 4 : 2;
-  uint32_t gy = 1, gx = row_groups(e, static_cast<uint64_t>(N * Hq), gy);
+  uint32_t gy = 1, gx = row_groups(e, static_cast<uint64_t>(N * Hq / qg), gy);
   e.dispatch(p,
              {e.ssbo(q), e.tex(kc, VK_FORMAT_R32G32B32A32_UINT), e.tex(vc, VK_FORMAT_R32G32B32A32_UINT), e.ssbo(bt),
               e.ssbo(seqs), e.ssbo(n.dst, true), flags},

@@ -1,5 +1,5 @@
 #version 450
-// Paged attention for a ragged batch: one subgroup per (token, query head). Keys are visited in
+// Paged attention for a ragged batch: one subgroup per (token, QG query heads of one KV head). Keys are visited in
 // position order with an online softmax; q·k is split over lanes by dimension and combined with
 // subgroupAdd, so a sequence's result depends only on its own kv_len (batch invariant).
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -13,7 +13,14 @@ layout(constant_id = 2) const uint VDT = 0;
 // two dynamically indexed 64-float arrays and came out non-finite for every lane slot past the
 // first on lavapipe at D 260, kv 8192 (KILN_BACKEND_OPS_LONG=1); it is gone.
 layout(constant_id = 3) const bool VEC = false;
-const uint MAXG = 8u;  // groups of 8 dims per lane: Dk, Dv <= 64 * subgroup size
+// Groups of 8 dims per lane, max over Dk and Dv (<= 8: Dk, Dv <= 64 * subgroup size), set by the
+// host so the per-lane arrays are exactly as big as needed: sized for the worst case (8), q, the
+// accumulators and their spills made a 4096-key decode 1.8x slower on lavapipe.
+layout(constant_id = 4) const uint NG = 8;
+// Query heads per workgroup (GQA: heads that share a KV head), so each key's K and V groups are
+// fetched once for all of them: the fetches of the head-interleaved cache rows were most of a long
+// decode's time. Every head's arithmetic is the same as alone.
+layout(constant_id = 5) const uint QG = 1;
 
 layout(std430, set = 0, binding = 0) readonly buffer Q { float q[]; };
 layout(set = 0, binding = 1) uniform usamplerBuffer Kc;
@@ -69,11 +76,12 @@ void group8(usamplerBuffer buf, uint dt, uint row, uint g, uint D, out vec4 lo, 
 
 void main() {
   const uint SG = gl_WorkGroupSize.x;
+  uint groups_per_token = pc.Hq / QG;
   uint item = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
-  if (item >= pc.N * pc.Hq) return;
-  uint t = item / pc.Hq, h = item % pc.Hq;
+  if (item >= pc.N * groups_per_token) return;
+  uint t = item / groups_per_token, h0 = (item % groups_per_token) * QG;  // heads h0 .. h0+QG-1
   uint lane = gl_LocalInvocationID.x;
-  uint ob = pc.o_off + (t * pc.Hq + h) * pc.Dv;
+  uint ob0 = pc.o_off + (t * pc.Hq + h0) * pc.Dv;
 
   int seq = -1;
   int pos = 0;
@@ -85,85 +93,130 @@ void main() {
     }
   }
   if (seq < 0) {  // rows outside every sequence produce 0
-    for (uint d = lane; d < pc.Dv; d += SG) o[ob + d] = 0.0;
+    for (uint d = lane; d < QG * pc.Dv; d += SG) o[ob0 + d] = 0.0;
     return;
   }
-  uint hk = h / (pc.Hq / pc.Hkv);
+  uint hk = h0 / (pc.Hq / pc.Hkv);
   uint gk = (pc.Dk + 7u) / 8u, gv = (pc.Dv + 7u) / 8u;
   uint nk = (gk + SG - 1u) / SG, nv = (gv + SG - 1u) / SG;
-  vec4 qa[MAXG], qb[MAXG];
-  uint qbase = pc.q_off + (t * pc.Hq + h) * pc.Dk;
-  [[unroll]] for (uint i = 0u; i < MAXG; ++i) {
-    uint g = lane + i * SG;
-    if (i < nk && g < gk) {
-      float e[8];
-      [[unroll]] for (uint j = 0u; j < 8u; ++j) e[j] = VEC || 8u * g + j < pc.Dk ? q[qbase + 8u * g + j] : 0.0;
-      qa[i] = vec4(e[0], e[1], e[2], e[3]);
-      qb[i] = vec4(e[4], e[5], e[6], e[7]);
-    } else {
-      qa[i] = vec4(0.0);
-      qb[i] = vec4(0.0);
+  vec4 qa[QG * NG], qb[QG * NG];  // [head][group]
+  [[unroll]] for (uint h = 0u; h < QG; ++h) {
+    uint qbase = pc.q_off + (t * pc.Hq + h0 + h) * pc.Dk;
+    [[unroll]] for (uint i = 0u; i < NG; ++i) {
+      uint g = lane + i * SG;
+      if (i < nk && g < gk) {
+        float e[8];
+        [[unroll]] for (uint j = 0u; j < 8u; ++j) e[j] = VEC || 8u * g + j < pc.Dk ? q[qbase + 8u * g + j] : 0.0;
+        qa[h * NG + i] = vec4(e[0], e[1], e[2], e[3]);
+        qb[h * NG + i] = vec4(e[4], e[5], e[6], e[7]);
+      } else {
+        qa[h * NG + i] = vec4(0.0);
+        qb[h * NG + i] = vec4(0.0);
+      }
     }
   }
-  vec4 aa[MAXG], ab[MAXG];
-  [[unroll]] for (uint i = 0u; i < MAXG; ++i) {
+  vec4 aa[QG * NG], ab[QG * NG];
+  float m[QG], l[QG];
+  [[unroll]] for (uint i = 0u; i < QG * NG; ++i) {
     aa[i] = vec4(0.0);
     ab[i] = vec4(0.0);
   }
-  float m = -1.0 / 0.0, l = 0.0;
+  [[unroll]] for (uint h = 0u; h < QG; ++h) m[h] = -1.0 / 0.0, l[h] = 0.0;
   int lo = pc.window > 0 ? max(0, pos - pc.window + 1) : 0;
   if (pc.max_keys != 0u && uint(pos - lo + 1) > pc.max_keys && lane == 0u) err[3] = 1u;
-  // Four keys per iteration and the group loops unrolled: llvmpipe ends a shader's loops after
-  // 65535 iterations per invocation (KernelPolicy::loop_budget), so this reaches 4 x 65535 keys.
-  for (int j0 = lo; j0 <= pos; j0 += 4) {
-    [[unroll]] for (int u = 0; u < 4; ++u) {
-      int j = j0 + u;
-      if (j > pos) break;
-      uint cell = uint(bt[pc.bt_off + uint(seq) * pc.MB + uint(j) / pc.BS]) * pc.BS + uint(j) % pc.BS;
-      uint kb = pc.k_off + (cell * pc.Hkv + hk) * pc.Dk;
-      float part = 0.0;
-      [[unroll]] for (uint i = 0u; i < MAXG; ++i) {
-        uint g = lane + i * SG;
-        if (i < nk && g < gk) {
-          vec4 k0, k1;
-          group8(Kc, KDT, kb, g, pc.Dk, k0, k1);
-          part = fma(qa[i].x, k0.x, part);
-          part = fma(qa[i].y, k0.y, part);
-          part = fma(qa[i].z, k0.z, part);
-          part = fma(qa[i].w, k0.w, part);
-          part = fma(qb[i].x, k1.x, part);
-          part = fma(qb[i].y, k1.y, part);
-          part = fma(qb[i].z, k1.z, part);
-          part = fma(qb[i].w, k1.w, part);
+  // Keys block by block (one block-table read per block, no per-key division) and four at a
+  // time: their q·k are four independent chains, then one online-softmax update for the four
+  // (max over them, one rescale of the accumulators, the weighted values added in key order).
+  // Key by key, the update was latency bound. The grouping starts at each block's first visited
+  // key, so it depends on the sequence alone. Loops stay under llvmpipe's 65535 iterations per
+  // invocation (KernelPolicy::loop_budget; the host's max_keys keeps to it).
+  int b_lo = lo / int(pc.BS), b_hi = pos / int(pc.BS);
+  uint kstep = pc.Hkv * pc.Dk, vstep = pc.Hkv * pc.Dv;  // elements between consecutive cells
+  for (int b = b_lo; b <= b_hi; ++b) {
+    uint cell0 = uint(bt[pc.bt_off + uint(seq) * pc.MB + uint(b)]) * pc.BS;
+    int j_lo = max(lo, b * int(pc.BS)), j_hi = min(pos, b * int(pc.BS) + int(pc.BS) - 1);
+    uint kb0 = pc.k_off + (cell0 * pc.Hkv + hk) * pc.Dk, vb0 = pc.v_off + (cell0 * pc.Hkv + hk) * pc.Dv;
+    for (int j0 = j_lo; j0 <= j_hi; j0 += 4) {
+      int cnt = min(4, j_hi - j0 + 1);
+      uint r0 = uint(j0 - b * int(pc.BS));  // the first key's cell within the block
+      float sc[QG * 4];                      // [head][key]
+      [[unroll]] for (uint i = 0u; i < QG * 4u; ++i) sc[i] = 0.0;
+      [[unroll]] for (int u = 0; u < 4; ++u) {
+        if (u < cnt) {
+          uint kb = kb0 + (r0 + uint(u)) * kstep;
+          [[unroll]] for (uint i = 0u; i < NG; ++i) {
+            uint g = lane + i * SG;
+            if (i < nk && g < gk) {
+              vec4 k0, k1;
+              group8(Kc, KDT, kb, g, pc.Dk, k0, k1);
+              [[unroll]] for (uint h = 0u; h < QG; ++h) {
+                float part = sc[h * 4u + uint(u)];
+                vec4 a = qa[h * NG + i], c = qb[h * NG + i];
+                part = fma(a.x, k0.x, part);
+                part = fma(a.y, k0.y, part);
+                part = fma(a.z, k0.z, part);
+                part = fma(a.w, k0.w, part);
+                part = fma(c.x, k1.x, part);
+                part = fma(c.y, k1.y, part);
+                part = fma(c.z, k1.z, part);
+                part = fma(c.w, k1.w, part);
+                sc[h * 4u + uint(u)] = part;
+              }
+            }
+          }
         }
       }
-      float s = subgroupAdd(part) * pc.scale;
-      if (pc.cap > 0.0) s = pc.cap * tanh(s / pc.cap);
-      float mn = max(m, s);
-      float corr = exp(m - mn), p = exp(s - mn);
-      l = l * corr + p;
-      uint vb = pc.v_off + (cell * pc.Hkv + hk) * pc.Dv;
-      [[unroll]] for (uint i = 0u; i < MAXG; ++i) {
+      float p[QG * 4], corr[QG];
+      [[unroll]] for (uint h = 0u; h < QG; ++h) {
+        float mn = m[h];
+        [[unroll]] for (int u = 0; u < 4; ++u) {
+          float s = subgroupAdd(sc[h * 4u + uint(u)]) * pc.scale;
+          if (pc.cap > 0.0) s = pc.cap * tanh(s / pc.cap);
+          sc[h * 4u + uint(u)] = s;
+          if (u < cnt) mn = max(mn, s);
+        }
+        corr[h] = exp(m[h] - mn);
+        [[unroll]] for (int u = 0; u < 4; ++u) p[h * 4u + uint(u)] = u < cnt ? exp(sc[h * 4u + uint(u)] - mn) : 0.0;
+        l[h] = l[h] * corr[h] + ((p[h * 4u] + p[h * 4u + 1u]) + (p[h * 4u + 2u] + p[h * 4u + 3u]));
+        m[h] = mn;
+      }
+      [[unroll]] for (uint i = 0u; i < NG; ++i) {
         uint g = lane + i * SG;
         if (i < nv && g < gv) {
-          vec4 v0, v1;
-          group8(Vc, VDT, vb, g, pc.Dv, v0, v1);
-          aa[i] = fma(vec4(p), v0, aa[i] * corr);
-          ab[i] = fma(vec4(p), v1, ab[i] * corr);
+          vec4 a[QG], c[QG];
+          [[unroll]] for (uint h = 0u; h < QG; ++h) {
+            a[h] = aa[h * NG + i] * corr[h];
+            c[h] = ab[h * NG + i] * corr[h];
+          }
+          [[unroll]] for (int u = 0; u < 4; ++u) {
+            if (u < cnt) {
+              vec4 v0, v1;
+              group8(Vc, VDT, vb0 + (r0 + uint(u)) * vstep, g, pc.Dv, v0, v1);
+              [[unroll]] for (uint h = 0u; h < QG; ++h) {
+                a[h] = fma(vec4(p[h * 4u + uint(u)]), v0, a[h]);
+                c[h] = fma(vec4(p[h * 4u + uint(u)]), v1, c[h]);
+              }
+            }
+          }
+          [[unroll]] for (uint h = 0u; h < QG; ++h) {
+            aa[h * NG + i] = a[h];
+            ab[h * NG + i] = c[h];
+          }
         }
       }
-      m = mn;
     }
   }
-  float inv = 1.0 / l;
-  [[unroll]] for (uint i = 0u; i < MAXG; ++i) {
-    uint g = lane + i * SG;
-    if (i < nv && g < gv) {
-      vec4 a = aa[i] * inv, b = ab[i] * inv;
-      float e[8] = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
-      [[unroll]] for (uint j = 0u; j < 8u; ++j)
-        if (VEC || 8u * g + j < pc.Dv) o[ob + 8u * g + j] = e[j];
+  [[unroll]] for (uint h = 0u; h < QG; ++h) {
+    float inv = 1.0 / l[h];
+    uint ob = ob0 + h * pc.Dv;
+    [[unroll]] for (uint i = 0u; i < NG; ++i) {
+      uint g = lane + i * SG;
+      if (i < nv && g < gv) {
+        vec4 a = aa[h * NG + i] * inv, b = ab[h * NG + i] * inv;
+        float e[8] = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
+        [[unroll]] for (uint j = 0u; j < 8u; ++j)
+          if (VEC || 8u * g + j < pc.Dv) o[ob + 8u * g + j] = e[j];
+      }
     }
   }
 }
-
