@@ -141,9 +141,10 @@ void main() {
       uint r0 = uint(j0 - b * int(pc.BS));  // the first key's cell within the block
       float sc[QG * 4];                      // [head][key]
       [[unroll]] for (uint i = 0u; i < QG * 4u; ++i) sc[i] = 0.0;
+      uint r_last = r0 + uint(cnt - 1);
       [[unroll]] for (int u = 0; u < 4; ++u) {
-        if (u < cnt) {
-          uint kb = kb0 + (r0 + uint(u)) * kstep;
+        {  // past the last key, re-read it (its score is not used): straight-line loads
+          uint kb = kb0 + min(r0 + uint(u), r_last) * kstep;
           [[unroll]] for (uint i = 0u; i < NG; ++i) {
             uint g = lane + i * SG;
             if (i < nk && g < gk) {
@@ -189,13 +190,12 @@ void main() {
             c[h] = ab[h * NG + i] * corr[h];
           }
           [[unroll]] for (int u = 0; u < 4; ++u) {
-            if (u < cnt) {
-              vec4 v0, v1;
-              group8(Vc, VDT, vb0 + (r0 + uint(u)) * vstep, g, pc.Dv, v0, v1);
-              [[unroll]] for (uint h = 0u; h < QG; ++h) {
-                a[h] = fma(vec4(p[h * 4u + uint(u)]), v0, a[h]);
-                c[h] = fma(vec4(p[h * 4u + uint(u)]), v1, c[h]);
-              }
+            vec4 v0, v1;
+            group8(Vc, VDT, vb0 + min(r0 + uint(u), r_last) * vstep, g, pc.Dv, v0, v1);
+            [[unroll]] for (uint h = 0u; h < QG; ++h) {
+              vec4 na = fma(vec4(p[h * 4u + uint(u)]), v0, a[h]), nc = fma(vec4(p[h * 4u + uint(u)]), v1, c[h]);
+              a[h] = u < cnt ? na : a[h];
+              c[h] = u < cnt ? nc : c[h];
             }
           }
           [[unroll]] for (uint h = 0u; h < QG; ++h) {
