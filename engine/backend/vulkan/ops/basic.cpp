@@ -59,11 +59,11 @@ void record_elementwise(const OpEnv& e, const backend::Node* pre) {
     const backend::TensorRef& u = pre ? pre->dst : n.dst;
     const kiln_op_params pp = pre ? pre->params : kiln_op_params{};
     const Pipeline& p = e.pipeline("binary", {Bind::storage, Bind::storage, Bind::storage, Bind::storage},
-                                   {static_cast<uint32_t>(n.op), pre ? static_cast<uint32_t>(pre->op) : 0u});
+                                   {static_cast<uint32_t>(n.op), pre ? static_cast<uint32_t>(pre->op) : 0u, bmode});
     e.dispatch_items(
         p, {e.ssbo(a), e.ssbo(b), e.ssbo(n.dst, true), e.ssbo(u, pre != nullptr)},
         {u32(total), e.off(a, 4), e.off(b, 4), e.off(n.dst, 4), u32(as[1]), u32(as[2]), u32(as[3]), stride[0],
-         stride[1], stride[2], stride[3], e.off(u, 4), fbits(pp.scale), fbits(pp.bias), fbits(pp.cap), bmode},
+         stride[1], stride[2], stride[3], e.off(u, 4), fbits(pp.scale), fbits(pp.bias), fbits(pp.cap)},
         static_cast<uint64_t>(total));
     return;
   }

@@ -4,6 +4,7 @@
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint OP = 8;  // 8 ADD, 9 MUL
 layout(constant_id = 1) const uint PRE = 0;  // 0, or the kiln_op of a unary op applied to a first
+layout(constant_id = 2) const uint BMODE = 2;  // 0: b is shaped like a; 1: b is one row [ne3]; 2: general
 #include "unary_op.glsl"
 
 layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
@@ -17,19 +18,19 @@ layout(push_constant) uniform PC {
   uint bs0, bs1, bs2, bs3;     // b's element strides per a-dim (0: broadcast)
   uint u_off;                  // PRE: the unary op's output and parameters
   float scale, bias, cap;
-  uint bmode;                  // 0: b is shaped like a; 1: b is one row [ne3]; 2: general broadcast
 } pc;
 
 void main() {
   uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u;
   if (i >= pc.n) return;
   // The general index needs divisions by push constants, which lavapipe runs per lane as scalar
-  // divides (~15 ns an element: a 3072-wide SiLU gate took 80 us instead of 40): the model's
-  // operands are same-shaped or one broadcast row, so those skip it.
+  // divides (~15 ns an element): the model's operands are same-shaped or one broadcast row, so
+  // those skip it. The mode is a specialization constant: as a push constant, llvmpipe ran the
+  // untaken branch masked (a 3072-wide MUL took 80 us either way, 40 us now).
   uint bi = i;
-  if (pc.bmode == 1u) {
+  if (BMODE == 1u) {
     bi = i % pc.ne3;
-  } else if (pc.bmode == 2u) {
+  } else if (BMODE == 2u) {
     uint i3 = i % pc.ne3, t = i / pc.ne3;
     uint i2 = t % pc.ne2;
     t /= pc.ne2;
