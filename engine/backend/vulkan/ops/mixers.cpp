@@ -54,7 +54,7 @@ void record_attention(const OpEnv& e) {
   const Pipeline& p =
       e.pipeline("attention",
                  {Bind::storage, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage, Bind::storage},
-                 {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u, groups, qg});
+                 {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u, groups, qg, n.params.cap > 0.0f ? 1u : 0u});
   // attention.comp's loop iterations for n keys: n/4 + n/BS + 2 (four keys per iteration, one
   // more per cache block) plus S for the sequence lookup; past max_keys it reports (flags[3]).
   const uint32_t budget = e.dev.policy().loop_budget;

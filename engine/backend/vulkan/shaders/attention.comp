@@ -21,6 +21,9 @@ layout(constant_id = 4) const uint NG = 8;
 // fetched once for all of them: the fetches of the head-interleaved cache rows were most of a long
 // decode's time. Every head's arithmetic is the same as alone.
 layout(constant_id = 5) const uint QG = 1;
+// A logit softcap (pc.cap > 0). A specialization constant: behind a push-constant test llvmpipe
+// evaluated the tanh for every score anyway (masked), softcap or not.
+layout(constant_id = 6) const bool CAP = false;
 
 layout(std430, set = 0, binding = 0) readonly buffer Q { float q[]; };
 layout(set = 0, binding = 1) uniform usamplerBuffer Kc;
@@ -172,7 +175,7 @@ void main() {
         float mn = m[h];
         [[unroll]] for (int u = 0; u < 4; ++u) {
           float s = subgroupAdd(sc[h * 4u + uint(u)]) * pc.scale;
-          if (pc.cap > 0.0) s = pc.cap * tanh(s / pc.cap);
+          if (CAP) s = pc.cap * tanh(s / pc.cap);
           sc[h * 4u + uint(u)] = s;
           if (u < cnt) mn = max(mn, s);
         }
