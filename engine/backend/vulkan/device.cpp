@@ -357,9 +357,10 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
   if (f[3])
     throw BackendError(BackendError::Kind::invalid,
                        fmt::format("[backend vulkan] ATTENTION: a sequence attends to more keys than one invocation "
-                                   "can visit on '{}' (llvmpipe ends a shader's loops after 65535 iterations; about "
-                                   "{} keys with cache blocks of 16): shorten the context or use a GPU",
-                                   info_.name, policy_.loop_budget * 16ull / 5));
+                                   "can visit on '{}' (llvmpipe ends a shader's loops after 65535 iterations: {} keys "
+                                   "with cache blocks of 16, {} with blocks of 1): shorten the context or use a GPU",
+                                   info_.name, attention_max_keys(policy_.loop_budget, 16),
+                                   attention_max_keys(policy_.loop_budget, 1)));
   uint64_t msgs = ctx_->validation_messages() - msgs_before;
   if (msgs)
     throw BackendError(BackendError::Kind::device,

@@ -1,6 +1,7 @@
 #include "backend/vulkan/kernels.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 namespace kiln::vk {
@@ -20,6 +21,17 @@ KernelPolicy choose_policy(const DeviceInfo& d) {
   if (const char* r = std::getenv("KILN_VULKAN_TEXEL_REACH"); r && *r)
     p.texel_reach = std::min<uint64_t>(p.texel_reach, std::max<uint64_t>(std::strtoull(r, nullptr, 10), 1024));
   return p;
+}
+
+uint32_t attention_max_seqs(uint32_t budget) {
+  return budget ? std::min<uint32_t>(4096, budget / 2) : UINT32_MAX;
+}
+
+uint32_t attention_max_keys(uint32_t budget, int64_t bs) {
+  if (!budget) return 0;
+  const int64_t per_block = (bs + 3) / 4 + 2;
+  const int64_t its = static_cast<int64_t>(budget) - attention_max_seqs(budget) - 16 - 2 * per_block;
+  return static_cast<uint32_t>(std::max<int64_t>(its * bs / per_block, 1));
 }
 
 MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] int64_t M, int64_t K,
@@ -42,7 +54,8 @@ MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] in
     // graph, three alternating runs: TN 16 4096x1024 0.48-0.50 ms vs TN 8 0.57-0.58, 8192x1024
     // 0.95-1.01 vs 1.09-1.10, 1024x2048 0.29 vs 0.31-0.32; q8_0 0.61-0.62 vs 0.68-0.70 on 4096x1024.
     m.tn = moe ? 4 : w == backend::DType::f16 ? 12 : w == backend::DType::f32 ? 8 : 16;
-    // 2-3 rows: one TM = R tile (TN 8: 16 spilled). GEMV 4096x1024, three alternating runs, best
+    // 2-7 rows: one TM = R tile (TN 8: 16 spilled); each new R is a pipeline variant (its cold
+    // lavapipe JIT is paid the first time a batch of that size runs). GEMV 4096x1024, three alternating runs, best
     // ms, R tiles of one row / TM = R with TN 4 / TN 8: bf16 R=2 0.86-1.54 / 0.88-0.95 / 0.69-0.75,
     // R=3 1.20-1.35 / 1.02-1.14 / 0.83-0.91; f16 R=2 1.20-1.30 / 1.07-1.31 / 0.87-0.90, R=3
     // 1.75-1.81 / 1.30-1.37 / 1.04-1.09; q8_0 R=2 1.09-1.16 / 0.94-1.08 / 0.79-0.86, R=3

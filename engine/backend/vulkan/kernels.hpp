@@ -45,4 +45,14 @@ struct KernelPolicy {
 
 KernelPolicy choose_policy(const DeviceInfo& d);
 
+/** Sequences an attention dispatch may hold under a loop budget: its sequence lookup loop is
+ *  reserved that many iterations (4096, or half a small test budget), so the key limit depends on
+ *  the device alone, not on the batch. */
+uint32_t attention_max_seqs(uint32_t budget);
+
+/** Keys one attention.comp invocation can visit within `budget` loop iterations (0: no limit)
+ *  with cache blocks of `bs`: every block costs one outer pass plus ceil(bs/4) + 1 inner passes
+ *  (gallivm counts the exit pass too), after the sequence lookup and a margin. */
+uint32_t attention_max_keys(uint32_t budget, int64_t bs);
+
 }  // namespace kiln::vk

@@ -100,7 +100,7 @@ namespace {
 /** RoPE's inverse frequencies for `rope` (validated), uploaded for this graph. */
 const Allocation& rope_freqs(const OpEnv& e, const backend::Node& rope, int64_t D, int64_t& nd, int64_t& nf) {
   nd = rope.params.n_dims ? rope.params.n_dims : D;
-  if (nd % 2 || nd > D) e.fail(fmt::format("n_dims {} must be even and <= {}", nd, D));
+  if (nd <= 0 || nd % 2 || nd > D) e.fail(fmt::format("n_dims {} must be positive, even and <= {}", nd, D));
   nf = rope.params.n_freq ? rope.params.n_freq : nd / 2;
   std::vector<float> freq(static_cast<size_t>(std::max<int64_t>(nd / 2, 1)));
   for (size_t i = 0; i < static_cast<size_t>(nd / 2); ++i)
@@ -123,10 +123,12 @@ bool fuses_norm_rope(const backend::Node& norm, const backend::Node& rope) {
     return false;
   if (rx.buffer != o.buffer || rx.offset != o.offset) return false;  // the rope reads the norm's output
   const int64_t nd = rope.params.n_dims ? rope.params.n_dims : D;
-  if (nd % 2 || nd > D) return false;  // record_rope reports it
+  if (nd <= 0 || nd % 2 || nd > D) return false;  // record_rope reports it
   // A lane reads an element's x before writing it to o and r and no other lane touches it, so
   // r may be o or x exactly; it must not overlap anything else the dispatch reads.
-  if (!disjoint_or_same(r, x) || !disjoint_or_same(r, o) || !disjoint_or_same(o, x) || overlap(r, pos)) return false;
+  if (!disjoint_or_same(r, x) || !disjoint_or_same(r, o) || !disjoint_or_same(o, x) || overlap(r, pos) ||
+      overlap(o, pos))
+    return false;
   if (norm.params.mode != KILN_NORM_NONE &&
       (norm.n_src < 2 || norm.src[1].desc.numel() != D || overlap(o, norm.src[1]) || overlap(r, norm.src[1])))
     return false;
@@ -144,6 +146,13 @@ void record_norm(const OpEnv& e, const backend::Node* add, const backend::Node* 
   uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(static_cast<uint64_t>(rows), maxx));
   uint32_t gy = static_cast<uint32_t>((static_cast<uint64_t>(rows) + gx - 1) / gx);
   if (n.op == KILN_OP_SOFTMAX) {
+    // softmax.comp: three passes of ceil(D / (4·subgroup)) loop iterations (llvmpipe's limit).
+    const uint32_t budget = e.dev.policy().loop_budget;
+    if (budget && 3 * ((D + 4 * ls - 1) / (4 * ls)) + 8 > budget)
+      e.fail(
+          fmt::format("a row of {} exceeds the loop iterations one kernel invocation may run on this device "
+                      "(softmax rows up to {}): use a GPU",
+                      D, (budget - 8) / 3 * 4 * ls));
     const Pipeline& p = e.pipeline("softmax", {Bind::storage, Bind::storage}, {ls});
     float scale = n.params.scale != 0.0f ? n.params.scale : 1.0f;
     e.dispatch(p, {e.ssbo(x), e.ssbo(n.dst, true)}, {u32(rows), u32(D), e.off(x, 4), e.off(n.dst, 4), fbits(scale)}, gx,

@@ -37,8 +37,7 @@ void record_attention(const OpEnv& e) {
   if (!N || !Hq) return;
   const uint32_t ls = e.dev.policy().row_local_size;
   // Whole 8-dim groups per lane when rows are 16-byte aligned (one or two texels per group).
-  const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0 &&
-                   Dk / 8 <= 8 * static_cast<int64_t>(ls) && Dv / 8 <= 8 * static_cast<int64_t>(ls);
+  const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0;
   // Query heads per workgroup (attention.comp QG): the heads of one KV head, at most 4 and fewer
   // when the lane arrays (4 vec4 per head and group) would pass 16.
   uint32_t qg = 1;
@@ -50,19 +49,18 @@ void record_attention(const OpEnv& e) {
   // Groups of 8 dims each lane holds (attention.comp NG).
   const auto per_lane = [&](int64_t D) { return static_cast<uint32_t>(((D + 7) / 8 + ls - 1) / ls); };
   const uint32_t groups = std::max<uint32_t>({per_lane(Dk), per_lane(Dv), 1u});
-  if (groups > 8) e.fail(fmt::format("head dims {}/{} exceed 64 x subgroup size {}", Dk, Dv, ls));
-  const Pipeline& p =
-      e.pipeline("attention",
-                 {Bind::storage, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage, Bind::storage},
-                 {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u, groups, qg, n.params.cap > 0.0f ? 1u : 0u});
-  // attention.comp's loop iterations for n keys: n/4 + n/BS + 2 (four keys per iteration, one
-  // more per cache block) plus S for the sequence lookup; past max_keys it reports (flags[3]).
+  if (groups > 8)
+    e.fail(fmt::format("head dims {}/{} exceed 64 x subgroup size {}: no kernel for them on this device", Dk, Dv, ls));
+  const Pipeline& p = e.pipeline(
+      "attention",
+      {Bind::storage, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage, Bind::storage},
+      {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u, groups, qg, n.params.cap > 0.0f ? 1u : 0u});
+  // Past the keys one invocation can visit within the loop budget the kernel reports (flags[3]).
   const uint32_t budget = e.dev.policy().loop_budget;
-  uint32_t max_keys = 0;
-  if (budget) {
-    const double its = budget - std::min<double>(budget / 2.0, static_cast<double>(S) + 16.0);
-    max_keys = static_cast<uint32_t>(its / (0.25 + 1.0 / static_cast<double>(BS)));
-  }
+  if (static_cast<uint64_t>(S) > attention_max_seqs(budget))
+    e.fail(fmt::format("{} sequences in one batch; this device's attention takes at most {}: split the batch", S,
+                       attention_max_seqs(budget)));
+  const uint32_t max_keys = attention_max_keys(budget, BS);
   const Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 16};  // idempotent flag: no hazard
   float scale = n.params.scale != 0.0f ? n.params.scale : 1.0f / std::sqrt(static_cast<float>(Dk));
   uint32_t ke = kc.desc.dtype == DType::f32 ? 4 : 2, ve = vc.desc.dtype == DType::f32 ? 4 : 2;
@@ -90,7 +88,9 @@ void record_recurrent(const OpEnv& e) {
     const Pipeline& p =
         e.pipeline("conv1d", {Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage}, {});
     // Rounds of at most `per` tokens per sequence (state carried through `st`), within the loop
-    // budget: 2K loop iterations per token, 2K for the state and weights.
+    // budget: 2K loop iterations per token, 3K for the state and weights. Rounds count from the
+    // batch's N tokens (the longest sequence is on the device), so a large decode batch may add
+    // rounds with nothing to do.
     const int64_t N = x.desc.ne[0];
     const uint32_t budget = e.dev.policy().loop_budget;
     const int64_t per = budget ? std::max<int64_t>((static_cast<int64_t>(budget) - 2 * K - 16) / (2 * K + 2), 1) : N;
@@ -131,6 +131,13 @@ void record_moe(const OpEnv& e) {
     const backend::TensorRef& x = n.src[0];
     const int64_t E = x.desc.last(), N = x.desc.rows(), K = n.params.k;
     if (K <= 0 || K > E) e.fail(fmt::format("k = {} outside [1, {}]", K, E));
+    // top_k.comp scans the row once per pick: k·(E+1) loop iterations (llvmpipe's limit).
+    const uint32_t budget = e.dev.policy().loop_budget;
+    if (budget && K * (E + 1) + 8 > budget)
+      e.fail(
+          fmt::format("k {} over {} values exceeds the loop iterations one kernel invocation may run on this "
+                      "device ({}): use a smaller k or a GPU",
+                      K, E, budget));
     const Pipeline& p = e.pipeline("top_k", {Bind::storage, Bind::storage}, {});
     e.dispatch_items(p, {e.ssbo(x), e.ssbo(n.dst, true)}, {u32(N), u32(E), u32(K), e.off(x, 4), e.off(n.dst, 4)},
                      static_cast<uint64_t>(N));

@@ -9,9 +9,9 @@ layout(constant_id = 1) const uint KDT = 0;  // cache dtypes: 0 f32, 1 f16, 2 bf
 layout(constant_id = 2) const uint VDT = 0;
 // Each lane owns groups of 8 dimensions (g = lane, lane+SG, ...). VEC: Dk, Dv multiples of 8 and
 // 16-byte aligned cache rows, a group read as 1 (16-bit) or 2 (f32) texels; otherwise element by
-// element (dims past D read as 0). The old element-strided scalar path kept q and the output in
-// two dynamically indexed 64-float arrays and came out non-finite for every lane slot past the
-// first on lavapipe at D 260, kv 8192 (KILN_BACKEND_OPS_LONG=1); it is gone.
+// element (dims past D read as 0). The old element-strided scalar path ran a loop per dimension
+// group and came out non-finite on lavapipe at D 260, kv 8192 (KILN_BACKEND_OPS_LONG=1): llvmpipe's
+// 65535 loop iterations per invocation (KernelPolicy::loop_budget); it is gone.
 layout(constant_id = 3) const bool VEC = false;
 // Groups of 8 dims per lane, max over Dk and Dv (<= 8: Dk, Dv <= 64 * subgroup size), set by the
 // host so the per-lane arrays are exactly as big as needed: sized for the worst case (8), q, the
@@ -56,8 +56,8 @@ void load8(usamplerBuffer buf, uint dt, uint e, out vec4 lo, out vec4 hi) {
     hi = uintBitsToFloat(uvec4(t.z << 16, t.z & 0xffff0000u, t.w << 16, t.w & 0xffff0000u));
     return;
   }
-  // unpackHalf2x16 here: the integer widening used in matmul.comp gave wrong results in this
-  // kernel on lavapipe 22.3 for long f16 decodes (KILN_BACKEND_OPS_LONG=1, kv 8192, D 256).
+  // unpackHalf2x16 here: matmul.comp's integer widening measured no faster in this kernel, whose
+  // time is cache-miss latency (its earlier wrong results on long decodes were the loop limit).
   lo = vec4(unpackHalf2x16(t.x), unpackHalf2x16(t.y));
   hi = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
 }
@@ -126,7 +126,7 @@ void main() {
   }
   [[unroll]] for (uint h = 0u; h < QG; ++h) m[h] = -1.0 / 0.0, l[h] = 0.0;
   int lo = pc.window > 0 ? max(0, pos - pc.window + 1) : 0;
-  if (pc.max_keys != 0u && uint(pos - lo + 1) > pc.max_keys && lane == 0u) err[3] = 1u;
+  if (pc.max_keys != 0u && pos - lo + 1 > int(pc.max_keys) && lane == 0u) err[3] = 1u;
   // Keys block by block (one block-table read per block, no per-key division) and four at a
   // time: their q·k are four independent chains, then one online-softmax update for the four
   // (max over them, one rescale of the accumulators, the weighted values added in key order).

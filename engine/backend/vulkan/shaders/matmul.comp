@@ -46,9 +46,13 @@ vec2 f16x2(uint w) {
   b = mix(b, uvec2(0u), equal(b & 0x0f800000u, uvec2(0u)));  // subnormal -> 0
   return uintBitsToFloat(b);  // w · 2^-112
 }
-// The same with exponent 31 mapped to the f32 exponent 255 (inf/NaN kept): ~4 more ops per half.
+// The same with exponent 31 mapped to the f32 exponent 255 (inf/NaN kept), times 2^112 here
+// (the redo reads unscaled activations): ~4 more ops per half. Subnormals are flushed exactly as
+// in f16x2, so a redone lane gives the fast path's bits wherever both are finite: a redo caused by
+// one row's activations must not change another row of the tile (batch invariance).
 vec2 f16x2_exact(uint w) {
   uvec2 b = uvec2(ivec2(int(w << 16), int(w)) >> 3) & 0x8fffe000u;
+  b = mix(b, uvec2(0u), equal(b & 0x0f800000u, uvec2(0u)));  // subnormal -> 0, as f16x2
   b |= mix(uvec2(0u), uvec2(0x7f800000u), equal(b & 0x0f800000u, uvec2(0x0f800000u)));
   return uintBitsToFloat(b) * uintBitsToFloat(0x77800000u);
 }
@@ -78,6 +82,18 @@ layout(push_constant) uniform PC {
 uint sM, sWoff, sYoff, sLdy;
 
 float x1(uint i) { return texelFetch(X, int(i >> 2))[i & 3u]; }
+
+#if !defined(WT_QUANT)
+// Weight element e on the scalar paths (K % 8 tail, unaligned operands) as the vector path sees
+// it: f16 subnormals flushed like f16x2, so both paths give the same bits.
+float w_elem(uint e) {
+  float v = w_scalar(e);
+#if defined(WT_F16)
+  if (abs(v) < 6.103515625e-05) v = 0.0;
+#endif
+  return v;
+}
+#endif
 
 vec4 x4(uint row, uint e) {
   uint i = pc.x_off + row * pc.K + e;
@@ -119,8 +135,8 @@ void w8(uint wr, uint e, bool exact, out vec4 lo, out vec4 hi) {
     return;
   }
 #endif
-  lo = vec4(w_scalar(i), w_scalar(i + 1u), w_scalar(i + 2u), w_scalar(i + 3u));
-  hi = vec4(w_scalar(i + 4u), w_scalar(i + 5u), w_scalar(i + 6u), w_scalar(i + 7u));
+  lo = vec4(w_elem(i), w_elem(i + 1u), w_elem(i + 2u), w_elem(i + 3u));
+  hi = vec4(w_elem(i + 4u), w_elem(i + 5u), w_elem(i + 6u), w_elem(i + 7u));
 }
 #endif
 
@@ -212,7 +228,7 @@ void tile(uint lane, uint SG, uint r0, uint m0, uint ms, uint xrow[TM], uint wba
       // compiling the empty loop out matters: lavapipe runs a masked first iteration anyway.)
       if (!ALIGNED)
         for (uint e = nchunks * 8u + lane; e < pc.K; e += SG)
-          s = fma(w_scalar(sWoff + wr[n] * pc.K + e), x1(pc.x_off + xrow[t] * pc.K + e), s);
+          s = fma(w_elem(sWoff + wr[n] * pc.K + e), x1(pc.x_off + xrow[t] * pc.K + e), s);
 #endif
       float tot = subgroupAdd(s);
       uint r = r0 + t, m = m0 + n * ms;

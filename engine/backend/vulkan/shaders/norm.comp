@@ -8,6 +8,7 @@
 // q/k norms): the row is one head of token row / H; the norm's output is still written, and the
 // rotation is rope.comp's (rope_pair.glsl), so both outputs are bitwise the unfused ones.
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_basic : require
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint MODE = 0;
 layout(constant_id = 2) const bool PRE_ADD = false;
@@ -63,7 +64,9 @@ void main() {
   inv_rms = MODE == 4u ? 1.0 / sqrt(tot + pc.eps) : 1.0 / sqrt(tot / float(pc.D) + pc.eps);
   if (ROPE != 0u) {
     // Elementwise from here, so lanes take rotation pairs instead of strided elements (each lane
-    // reads an element before it writes it: r may be o or x itself).
+    // reads an element before it writes it: r may be o or x itself). The pairs are not the
+    // elements a lane summed above, so other lanes' reads of x must be done before these writes.
+    subgroupMemoryBarrierBuffer();
     float p = float(pos[pc.pos_off + row / pc.H]);
     uint half_ = pc.n_dims / 2u;
     for (uint j = lane; j < half_; j += SG) {

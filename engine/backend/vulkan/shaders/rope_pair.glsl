@@ -2,8 +2,10 @@
 // fused behind a norm) so that both give the same bits.
 #ifndef KILN_ROPE_PAIR_GLSL
 #define KILN_ROPE_PAIR_GLSL
+// `precise`: no driver may contract these into FMAs differently in the two shaders.
 vec2 rope_pair(float x0, float x1, float ang) {
   float c = cos(ang), s = sin(ang);
-  return vec2(x0 * c - x1 * s, x0 * s + x1 * c);
+  precise float a = x0 * c - x1 * s, b = x0 * s + x1 * c;
+  return vec2(a, b);
 }
 #endif
