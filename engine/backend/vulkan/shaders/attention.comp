@@ -1,7 +1,8 @@
 #version 450
-// Paged attention for a ragged batch: one subgroup per (token, QG query heads of one KV head). Keys are visited in
-// position order with an online softmax; q·k is split over lanes by dimension and combined with
-// subgroupAdd, so a sequence's result depends only on its own kv_len (batch invariant).
+// Paged attention for a ragged batch: one subgroup per (token, QG query heads of one KV head).
+// Keys are visited in position order with an online softmax updated once per four keys; q·k is
+// split over lanes by dimension groups and combined with subgroupAdd, so a sequence's result
+// depends only on its own keys (batch invariant).
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : enable
 layout(local_size_x_id = 0) in;
