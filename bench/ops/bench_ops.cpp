@@ -61,7 +61,7 @@ std::vector<uint8_t> random_weights(DType t, int64_t M, int64_t K, uint32_t seed
 }
 
 struct Result {
-  double ms, best_ms;  ///< median and best of the timed runs
+  double ms, best_ms;  ///< median and best of the timed runs (time_per_node: µs per node)
 };
 
 double median(std::vector<double> v) {
@@ -105,6 +105,22 @@ Result run_matmul(backend::Device& dev, DType t, int64_t R, int64_t M, int64_t K
   return {s * 1e3, b * 1e3};
 }
 
+/** µs per node of `g`: one untimed run (lavapipe compiles its pipelines), then `reps` timed runs. */
+Result time_per_node(backend::Device& dev, const backend::BoundGraph& g, int reps) {
+  dev.compute(g);
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now();
+    dev.compute(g);
+    times.push_back((now() - t0) / static_cast<double>(g.nodes.size()) * 1e6);
+  }
+  return {median(times), *std::min_element(times.begin(), times.end())};
+}
+
+void print_small_op(const char* name, const std::string& shape, const Result& r) {
+  std::printf("%-26s %-10s %7.1f/%-7.1f\n", name, shape.c_str(), r.best_ms, r.ms);
+}
+
 // Per-dispatch cost: a graph of `n` dependent ADDs on 1024 floats (each waits for the previous:
 // a barrier between every pair), timed per op. A decode step of a 28-layer model is ~500 such
 // dispatches, so this bounds how small ops may be before fusing them pays.
@@ -127,14 +143,7 @@ Result run_dispatch_chain(backend::Device& dev, int n, int reps) {
     node.dst = {dst, 0, backend::TensorDesc(DType::f32, {N})};
     g.nodes.push_back(node);
   }
-  dev.compute(g);
-  std::vector<double> times;
-  for (int r = 0; r < reps; ++r) {
-    double t0 = now();
-    dev.compute(g);
-    times.push_back((now() - t0) / n);
-  }
-  return {median(times) * 1e6, *std::min_element(times.begin(), times.end()) * 1e6};
+  return time_per_node(dev, g, reps);
 }
 
 // Decode-shaped small ops (a 1024-wide Qwen3 layer, one token) as chains of dependent dispatches:
@@ -221,15 +230,7 @@ void run_small_ops(backend::Device& dev, int chain, int reps) {
       }
       g.nodes.push_back(node);
     }
-    dev.compute(g);
-    std::vector<double> times;
-    for (int r = 0; r < reps; ++r) {
-      double t0 = now();
-      dev.compute(g);
-      times.push_back((now() - t0) / chain * 1e6);
-    }
-    std::printf("%-26s %-10s %7.1f/%-7.1f\n", o.name, o.shape, *std::min_element(times.begin(), times.end()),
-                median(times));
+    print_small_op(o.name, o.shape, time_per_node(dev, g, reps));
   }
   {  // SET_ROWS: one token's K row into an f16 cache (no chain: each link writes the same slot)
     backend::BoundGraph g;
@@ -243,15 +244,7 @@ void run_small_ops(backend::Device& dev, int chain, int reps) {
       node.dst = node.src[0];
       g.nodes.push_back(node);
     }
-    dev.compute(g);
-    std::vector<double> times;
-    for (int r = 0; r < reps; ++r) {
-      double t0 = now();
-      dev.compute(g);
-      times.push_back((now() - t0) / chain * 1e6);
-    }
-    std::printf("%-26s %-10s %7.1f/%-7.1f\n", "SET_ROWS f16", "1x1024", *std::min_element(times.begin(), times.end()),
-                median(times));
+    print_small_op("SET_ROWS f16", "1x1024", time_per_node(dev, g, reps));
   }
   // Decode attention of one token (16 query heads, 8 KV heads of 128, f16 cache in blocks of 16)
   // over 512 and 4096 cached keys: what a long chat adds per layer.
@@ -280,15 +273,7 @@ void run_small_ops(backend::Device& dev, int chain, int reps) {
       node.dst = {out.get(), 0, backend::TensorDesc(DType::f32, {1, Hq, Dh})};
       g.nodes.push_back(node);
     }
-    dev.compute(g);
-    std::vector<double> times;
-    for (int r = 0; r < reps; ++r) {
-      double t0 = now();
-      dev.compute(g);
-      times.push_back((now() - t0) / (chain / 8) * 1e6);
-    }
-    std::printf("%-26s %-10s %7.1f/%-7.1f\n", "ATTENTION f16 decode", ("kv " + std::to_string(kv)).c_str(),
-                *std::min_element(times.begin(), times.end()), median(times));
+    print_small_op("ATTENTION f16 decode", "kv " + std::to_string(kv), time_per_node(dev, g, reps));
   }
 }
 

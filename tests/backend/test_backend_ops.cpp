@@ -307,42 +307,38 @@ std::vector<Case> cases_conv1d() {
   return c;
 }
 
+/** GATED_DELTA over sequences of (q_len, kv_len) with L2-normed q (times qscale) and k, gates in
+ *  [gate_lo, 0], beta in [0, 1] and one state slot per sequence. */
+void gated_delta(OpGraph& g, const std::vector<std::pair<int, int>>& l, int64_t hk, int64_t hv, int64_t dk, int64_t dv,
+                 float qscale, float gate_lo, const kiln_op_params& p) {
+  int64_t n = 0;
+  for (auto [q, kv] : l) n += q;
+  const uint32_t state = g.cache(DType::f32, {static_cast<int64_t>(l.size()), hv, dk, dv}, false, "ssm state");
+  const auto eps = params([](auto& x) { x.eps = 1e-6f; });
+  const uint32_t q = g.op(KILN_OP_SCALE, {g.op(KILN_OP_L2_NORM, {g.f32({n, hk, dk})}, eps)},
+                          params([qscale](auto& x) { x.scale = qscale; }));
+  const uint32_t k = g.op(KILN_OP_L2_NORM, {g.f32({n, hk, dk})}, eps);
+  const uint32_t gate = g.f32({n, hv}, gate_lo, 0.0f), beta = g.f32({n, hv}, 0.0f, 1.0f);
+  g.output(g.op(KILN_OP_GATED_DELTA,
+                {q, k, g.f32({n, hv, dv}), gate, beta, state, g.i32({static_cast<int64_t>(l.size()), 4}, seqs_rows(l))},
+                p));
+}
+
 std::vector<Case> cases_gated_delta() {
   std::vector<Case> c;
-  std::vector<int> lens = {1, 20, 70};
-  if (heavy()) lens.push_back(300);
+  std::vector<std::pair<int, int>> lens = {{1, 4}, {20, 23}, {70, 73}};
+  if (heavy()) lens.emplace_back(300, 303);
   for (int mode : {KILN_DELTA_AUTO, KILN_DELTA_RECURRENT, KILN_DELTA_CHUNKED})
     c.push_back({fmt::format("mode{} Hk2 Hv4 Dk16 Dv8 chunk16", mode), 5e-6, [mode, lens](OpGraph& g) {
-                   std::vector<std::pair<int, int>> l;
-                   int64_t n = 0;
-                   for (int x : lens) l.emplace_back(x, x + 3), n += x;
-                   const uint32_t state =
-                       g.cache(DType::f32, {static_cast<int64_t>(lens.size()), 4, 16, 8}, false, "ssm state");
-                   const auto eps = params([](auto& p) { p.eps = 1e-6f; });
-                   const uint32_t q = g.op(KILN_OP_SCALE, {g.op(KILN_OP_L2_NORM, {g.f32({n, 2, 16})}, eps)},
-                                           params([](auto& p) { p.scale = 0.25f; }));
-                   const uint32_t k = g.op(KILN_OP_L2_NORM, {g.f32({n, 2, 16})}, eps);
-                   const uint32_t gate = g.f32({n, 4}, -1.0f, 0.0f), beta = g.f32({n, 4}, 0.0f, 1.0f);
-                   g.output(g.op(KILN_OP_GATED_DELTA,
-                                 {q, k, g.f32({n, 4, 8}), gate, beta, state,
-                                  g.i32({static_cast<int64_t>(l.size()), 4}, seqs_rows(l))},
-                                 params([mode](auto& p) { p.mode = mode, p.chunk = 16; })));
+                   gated_delta(g, lens, 2, 4, 16, 8, 0.25f, -1.0f,
+                               params([mode](auto& p) { p.mode = mode, p.chunk = 16; }));
                  }});
   // Qwen3.5's head size with a 300-token prefill next to a decode: an invocation of the Vulkan
   // recurrent kernel loops 2·Dk times per token, past llvmpipe's 65535 loop iterations per
   // invocation unless the tokens are split into rounds (KernelPolicy::loop_budget).
   c.push_back({"recurrent Hk1 Hv2 Dk128 Dv16, prefill 300 + decode", 5e-6, [](OpGraph& g) {
-                 const std::vector<std::pair<int, int>> l = {{300, 300}, {1, 9}};
-                 const int64_t n = 301;
-                 const uint32_t state = g.cache(DType::f32, {2, 2, 128, 16}, false, "ssm state");
-                 const auto eps = params([](auto& p) { p.eps = 1e-6f; });
-                 const uint32_t q = g.op(KILN_OP_SCALE, {g.op(KILN_OP_L2_NORM, {g.f32({n, 1, 128})}, eps)},
-                                         params([](auto& p) { p.scale = 0.088f; }));
-                 const uint32_t k = g.op(KILN_OP_L2_NORM, {g.f32({n, 1, 128})}, eps);
-                 const uint32_t gate = g.f32({n, 2}, -0.2f, 0.0f), beta = g.f32({n, 2}, 0.0f, 1.0f);
-                 g.output(g.op(KILN_OP_GATED_DELTA,
-                               {q, k, g.f32({n, 2, 16}), gate, beta, state, g.i32({2, 4}, seqs_rows(l))},
-                               params([](auto& p) { p.mode = KILN_DELTA_RECURRENT; })));
+                 gated_delta(g, {{300, 300}, {1, 9}}, 1, 2, 128, 16, 0.088f, -0.2f,
+                             params([](auto& p) { p.mode = KILN_DELTA_RECURRENT; }));
                }});
   return c;
 }

@@ -23,6 +23,17 @@ uint32_t row_groups(const OpEnv& e, uint64_t rows, uint32_t& gy) {
   return gx;
 }
 
+/** Tokens of each sequence one dispatch of a state-carrying kernel (conv1d, gated_delta) runs:
+ *  all N without a loop budget, else as many as fit in it when an invocation loops `per_token`
+ *  times per token plus `fixed` for loading and storing its state. Rounds count from the batch's N
+ *  tokens (the longest sequence is only known on the device), so a large decode batch may add
+ *  rounds with nothing to do. */
+int64_t tokens_per_round(const OpEnv& e, int64_t N, int64_t per_token, int64_t fixed) {
+  const uint32_t budget = e.dev.policy().loop_budget;
+  if (!budget) return std::max<int64_t>(N, 1);
+  return std::max<int64_t>((static_cast<int64_t>(budget) - fixed - 16) / per_token, 1);
+}
+
 }  // namespace
 
 void record_attention(const OpEnv& e) {
@@ -38,19 +49,19 @@ void record_attention(const OpEnv& e) {
   const uint32_t ls = e.dev.policy().row_local_size;
   // Whole 8-dim groups per lane when rows are 16-byte aligned (one or two texels per group).
   const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0;
-  // Query heads per workgroup (attention.comp QG): the heads of one KV head, at most 4 and fewer
-  // when the lane arrays (4 vec4 per head and group) would pass 16.
-  uint32_t qg = 1;
-  for (uint32_t c : {4u, 2u})
-    if ((Hq / Hkv) % c == 0 && c * std::max<int64_t>(((std::max(Dk, Dv) + 7) / 8 + ls - 1) / ls, 1) <= 4) {
-      qg = c;
-      break;
-    }
   // Groups of 8 dims each lane holds (attention.comp NG).
   const auto per_lane = [&](int64_t D) { return static_cast<uint32_t>(((D + 7) / 8 + ls - 1) / ls); };
   const uint32_t groups = std::max<uint32_t>({per_lane(Dk), per_lane(Dv), 1u});
   if (groups > 8)
     e.fail(fmt::format("head dims {}/{} exceed 64 x subgroup size {}: no kernel for them on this device", Dk, Dv, ls));
+  // Query heads per workgroup (attention.comp QG): the heads of one KV head, at most 4 and fewer
+  // when the lane arrays (4 vec4 per head and group) would pass 16.
+  uint32_t qg = 1;
+  for (uint32_t c : {4u, 2u})
+    if ((Hq / Hkv) % c == 0 && c * groups <= 4) {
+      qg = c;
+      break;
+    }
   const Pipeline& p = e.pipeline(
       "attention",
       {Bind::storage, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage, Bind::storage},
@@ -87,13 +98,9 @@ void record_recurrent(const OpEnv& e) {
     if (!S || !C) return;
     const Pipeline& p =
         e.pipeline("conv1d", {Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage}, {});
-    // Rounds of at most `per` tokens per sequence (state carried through `st`), within the loop
-    // budget: 2K loop iterations per token, 3K for the state and weights. Rounds count from the
-    // batch's N tokens (the longest sequence is on the device), so a large decode batch may add
-    // rounds with nothing to do.
-    const int64_t N = x.desc.ne[0];
-    const uint32_t budget = e.dev.policy().loop_budget;
-    const int64_t per = budget ? std::max<int64_t>((static_cast<int64_t>(budget) - 2 * K - 16) / (2 * K + 2), 1) : N;
+    // Rounds of tokens (the state carries over through `st`): an invocation loops 2K times per
+    // token, 3K for the state and weights.
+    const int64_t N = x.desc.ne[0], per = tokens_per_round(e, N, 2 * K + 2, 3 * K);
     for (int64_t t0 = 0; t0 < std::max<int64_t>(N, 1); t0 += per)
       e.dispatch_items(p, {e.ssbo(x), e.ssbo(w), e.ssbo(st, true), e.ssbo(seqs), e.ssbo(n.dst, true)},
                        {u32(S), u32(C), u32(K), e.off(x, 4), e.off(w, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4),
@@ -110,12 +117,9 @@ void record_recurrent(const OpEnv& e) {
     e.fail("state / head shapes do not match");
   if (!S) return;
   const Pipeline& p = e.pipeline("gated_delta", std::vector<Bind>(8, Bind::storage), {});
-  // Rounds of at most `per` tokens of each sequence (the state carries over through `st`): an
-  // invocation loops 2·Dk times per token plus 2·Dk for the state, within the loop budget.
-  const int64_t N = q.desc.ne[0];
-  const uint32_t budget = e.dev.policy().loop_budget;
-  int64_t per = N;
-  if (budget) per = std::max<int64_t>((static_cast<int64_t>(budget) - 2 * Dk - 16) / (2 * Dk + 2), 1);
+  // Rounds of tokens (the state carries over through `st`): an invocation loops 2·Dk times per
+  // token plus 2·Dk for the state.
+  const int64_t N = q.desc.ne[0], per = tokens_per_round(e, N, 2 * Dk + 2, 2 * Dk);
   for (int64_t t0 = 0; t0 < std::max<int64_t>(N, 1); t0 += per)
     e.dispatch_items(
         p,
