@@ -95,6 +95,16 @@ class Buffer {
   /** Synchronous copies; throw BackendError(invalid) for ranges outside the buffer. */
   virtual void upload(size_t offset, const void* src, size_t bytes) = 0;
   virtual void download(size_t offset, void* dst, size_t bytes) const = 0;
+  /**
+   * Uploads one weight tensor's data of `dtype`. A device may store it in the form its kernels
+   * read fastest, provided every op then reads the values it would read from upload()'s copy
+   * (Vulkan: f16 subnormals flushed to zero, which its kernels do anyway, and the range marked
+   * for the f16 matmul path that skips those checks). download() returns the stored form.
+   */
+  virtual void upload_weights(size_t offset, const void* src, size_t bytes, DType dtype) {
+    (void)dtype;
+    upload(offset, src, bytes);
+  }
   /** (optional) A host pointer to the contents when the memory is host-visible and coherent. */
   virtual void* host_ptr() { return nullptr; }
 };

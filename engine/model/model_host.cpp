@@ -219,12 +219,12 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
       size_t off = p.offset;
       for (const TensorInfo* t : pieces) {
         if (p.same) {
-          p.w->buffer->upload(off, t->data, t->nbytes);
+          p.w->buffer->upload_weights(off, t->data, t->nbytes, p.w->desc.dtype);
           off += t->nbytes;
         } else {
           std::vector<float> f = tensor_to_f32(*t);
           std::vector<uint8_t> enc = encode_f32(f, model_dtype(p.w->desc.dtype));
-          p.w->buffer->upload(off, enc.data(), enc.size());
+          p.w->buffer->upload_weights(off, enc.data(), enc.size(), p.w->desc.dtype);
           off += enc.size();
         }
       }

@@ -147,7 +147,10 @@ std::vector<Output> OpGraph::run(Device& device) const {
                        : x.kind == graph::TensorKind::cache ? backend::BufferUsage::state
                                                             : backend::BufferUsage::activations;
     externals[t] = device.allocate(std::max<size_t>(x.desc.bytes(), 1), usage);
-    externals[t]->upload(0, data_[t].data(), data_[t].size());
+    if (x.kind == graph::TensorKind::weight && prepared_weights)  // as the model host loads them
+      externals[t]->upload_weights(0, data_[t].data(), data_[t].size(), x.desc.dtype);
+    else
+      externals[t]->upload(0, data_[t].data(), data_[t].size());
   }
   const graph::ExternalResolver ext = [&](uint32_t id, const graph::Tensor& x) {
     return backend::TensorRef{externals[id].get(), 0, x.desc};

@@ -53,6 +53,8 @@ class OpGraph {
                         std::string name = "cache");
   uint32_t op(kiln_op op, std::initializer_list<uint32_t> srcs, const kiln_op_params& p = {});
   void output(uint32_t t) { graph_.mark_output(t); }
+  /** Weights go through Buffer::upload_weights, as the model host loads them (false: upload()). */
+  bool prepared_weights = true;
 
   /** Runs on `device` (fresh copies of every external) and returns the outputs, then every cache. */
   std::vector<Output> run(Device& device) const;

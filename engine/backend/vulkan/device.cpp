@@ -77,12 +77,17 @@ backend::Device& VulkanBuffer::device() const {
   return dev_;
 }
 
-void VulkanBuffer::upload(size_t offset, const void* src, size_t bytes) {
+void VulkanBuffer::check_range(const char* what, size_t offset, size_t bytes) const {
   if (offset > size_ || bytes > size_ - offset)
     throw BackendError(
         BackendError::Kind::invalid,
-        fmt::format("[backend vulkan] upload of {} bytes at {} is outside a {}-byte buffer", bytes, offset, size_));
+        fmt::format("[backend vulkan] {} of {} bytes at {} is outside a {}-byte buffer", what, bytes, offset, size_));
+}
+
+void VulkanBuffer::upload(size_t offset, const void* src, size_t bytes) {
+  check_range("upload", offset, bytes);
   if (!bytes) return;
+  written(offset, bytes);
   if (alloc_.mapped) {
     if (alloc_.imported)
       throw BackendError(BackendError::Kind::invalid, "[backend vulkan] an imported host buffer is read-only");
@@ -92,11 +97,45 @@ void VulkanBuffer::upload(size_t offset, const void* src, size_t bytes) {
   dev_.transfer(alloc_, offset, const_cast<void*>(src), bytes, true);
 }
 
+void VulkanBuffer::upload_weights(size_t offset, const void* src, size_t bytes, backend::DType dtype) {
+  if (dtype != backend::DType::f16 || offset % 2 || bytes % 2 || (alloc_.mapped && alloc_.imported)) {
+    upload(offset, src, bytes);
+    return;
+  }
+  check_range("upload", offset, bytes);
+  if (!bytes) return;
+  written(offset, bytes);
+  const auto* from = static_cast<const uint16_t*>(src);
+  bool clean = true;
+  if (alloc_.mapped) {
+    clean = flush_half_subnormals(from, reinterpret_cast<uint16_t*>(alloc_.mapped + offset), bytes / 2);
+  } else {  // staged: flush into a bounded host copy, chunk by chunk
+    std::vector<uint16_t> chunk(std::min<size_t>(bytes, size_t{16} << 20) / 2);
+    for (size_t done = 0; done < bytes;) {
+      const size_t n = std::min(chunk.size() * 2, bytes - done);
+      clean = flush_half_subnormals(from + done / 2, chunk.data(), n / 2) && clean;
+      dev_.transfer(alloc_, offset + done, chunk.data(), n, true);
+      done += n;
+    }
+  }
+  if (clean) {
+    std::lock_guard<std::mutex> lock(clean_mu_);
+    clean_.add(offset, offset + bytes);
+  }
+}
+
+bool VulkanBuffer::half_clean(size_t offset, size_t bytes) const {
+  std::lock_guard<std::mutex> lock(clean_mu_);
+  return clean_.covers(offset, offset + bytes);
+}
+
+void VulkanBuffer::written(size_t offset, size_t bytes) {
+  std::lock_guard<std::mutex> lock(clean_mu_);
+  if (!clean_.empty()) clean_.erase(offset, offset + bytes);
+}
+
 void VulkanBuffer::download(size_t offset, void* dst, size_t bytes) const {
-  if (offset > size_ || bytes > size_ - offset)
-    throw BackendError(
-        BackendError::Kind::invalid,
-        fmt::format("[backend vulkan] download of {} bytes at {} is outside a {}-byte buffer", bytes, offset, size_));
+  check_range("download", offset, bytes);
   if (!bytes) return;
   if (alloc_.mapped) {
     std::memcpy(dst, alloc_.mapped + offset, bytes);
@@ -236,6 +275,10 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
                            fmt::format("[backend vulkan] {}: a tensor lives in a buffer of device '{}', not '{}'",
                                        backend::describe(n), t.buffer->device().info().name, info_.name));
     }
+  // A kernel writing into prepared weights (never done by the model host, but legal) voids their
+  // clean mark before anything reads it.
+  for (const backend::Node& n : graph.nodes)
+    if (n.dst.buffer) static_cast<VulkanBuffer*>(n.dst.buffer)->written(n.dst.offset, n.dst.desc.bytes());
   std::lock_guard<std::mutex> lock(compute_mu_);
   if (!lost_.empty())
     throw BackendError(BackendError::Kind::device,

@@ -15,6 +15,7 @@
 #include "backend/vulkan/kernels.hpp"
 #include "backend/vulkan/memory.hpp"
 #include "backend/vulkan/pipeline.hpp"
+#include "backend/vulkan/weight_prep.hpp"
 
 namespace kiln::vk {
 
@@ -28,13 +29,24 @@ class VulkanBuffer final : public backend::Buffer {
   size_t size() const override { return size_; }
   void upload(size_t offset, const void* src, size_t bytes) override;
   void download(size_t offset, void* dst, size_t bytes) const override;
+  /** f16: stored with subnormals flushed; the range is then "clean" unless it holds inf/NaN. */
+  void upload_weights(size_t offset, const void* src, size_t bytes, backend::DType dtype) override;
   void* host_ptr() override { return alloc_.mapped; }
   const Allocation& allocation() const { return alloc_; }
+  /** Whether [offset, offset + bytes) holds f16 weights with neither subnormals nor inf/NaN (set by
+   *  upload_weights; cleared by upload() and by kernels writing there): matmul.comp's CLEAN path. */
+  bool half_clean(size_t offset, size_t bytes) const;
+  /** A kernel is about to write [offset, offset + bytes). */
+  void written(size_t offset, size_t bytes);
 
  private:
+  void check_range(const char* what, size_t offset, size_t bytes) const;
+
   VulkanDevice& dev_;
   Allocation alloc_;
   size_t size_;
+  mutable std::mutex clean_mu_;
+  RangeSet clean_;
 };
 
 class VulkanDevice final : public backend::Device {

@@ -351,6 +351,69 @@ TEST(Vulkan, MatmulKeepsInfAndNanOfHalfWeights) {
   }
 }
 
+TEST(Vulkan, PreparedHalfWeightsGiveTheBitsOfRawOnes) {
+  // upload_weights flushes f16 subnormals and marks ranges without inf/NaN, and matmul.comp then
+  // skips its per-weight checks (CLEAN). The results must be bitwise those of the same weights
+  // uploaded raw (checked path), for decode and batched tiles, aligned and scalar reads.
+  REQUIRE_VULKAN(dev);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int64_t K : {136, 45, 1024}) {
+    for (int64_t R : {1, 3, 9}) {
+      const int64_t M = 37;
+      std::vector<float> w(static_cast<size_t>(M * K)), x(static_cast<size_t>(R * K));
+      for (float& v : w) v = u(rng) * 0.1f;
+      for (size_t i = 0; i < w.size(); i += 29) w[i] = u(rng) * 5.0e-5f;  // subnormal halves (~3%)
+      for (float& v : x) v = u(rng);
+      auto run = [&](bool prepared) {
+        OpGraph g;
+        g.prepared_weights = prepared;
+        g.output(g.op(KILN_OP_MATMUL, {g.f32_values({R, K}, x), g.weight_values(DType::f16, {M, K}, w)}));
+        return g.run(*dev)[0].f;
+      };
+      EXPECT_TRUE(bitwise_equal(run(true), run(false))) << "K=" << K << " R=" << R;
+    }
+  }
+}
+
+TEST(Vulkan, PreparedHalfWeightRangesAreTracked) {
+  // Which bytes hold prepared f16 weights: only what upload_weights wrote without inf/NaN, and
+  // no longer once upload() or a kernel writes there. The stored form has subnormals flushed.
+  REQUIRE_VULKAN(dev);
+  auto buf = dev->allocate(4096, backend::BufferUsage::weights);
+  auto* vb = static_cast<vk::VulkanBuffer*>(buf.get());
+  std::vector<uint16_t> h(512, 0x3c00);  // 1.0
+  h[3] = 0x0001;                         // the smallest subnormal
+  h[4] = 0x83ff;                         // the largest negative subnormal
+  vb->upload_weights(0, h.data(), 1024, DType::f16);
+  vb->upload_weights(1024, h.data(), 1024, DType::f16);
+  EXPECT_TRUE(vb->half_clean(0, 2048));  // two uploads, one range
+  std::vector<uint16_t> back(512);
+  vb->download(0, back.data(), 1024);
+  EXPECT_EQ(back[3], 0x0000);
+  EXPECT_EQ(back[4], 0x8000);
+  EXPECT_EQ(back[5], 0x3c00);
+  h[100] = 0x7c00;  // +inf: this range keeps the checked path
+  vb->upload_weights(2048, h.data(), 1024, DType::f16);
+  EXPECT_FALSE(vb->half_clean(2048, 1024));
+  EXPECT_FALSE(vb->half_clean(1024, 2048));
+  vb->upload_weights(3072, h.data(), 1024, DType::bf16);  // other dtypes are stored as given
+  EXPECT_FALSE(vb->half_clean(3072, 1024));
+  vb->upload(512, h.data(), 2);  // a raw write splits the range
+  EXPECT_TRUE(vb->half_clean(0, 512));
+  EXPECT_FALSE(vb->half_clean(0, 1024));
+  EXPECT_TRUE(vb->half_clean(514, 1534));
+  // A kernel writing into the range (here an f32 ADD's output) voids the mark too.
+  Bufs b;
+  std::vector<float> ones(16, 1.0f);
+  auto a = b.make(*dev, TensorDesc(DType::f32, {16}), ones.data());
+  backend::BoundGraph g;
+  g.nodes.push_back(node(KILN_OP_ADD, {a, a}, {buf.get(), 1024, TensorDesc(DType::f32, {16})}));
+  dev->compute(g);
+  EXPECT_FALSE(vb->half_clean(1024, 64));
+  EXPECT_TRUE(vb->half_clean(1088, 960));
+}
+
 TEST(Vulkan, AttentionKeyLimitOfTheLoopBudget) {
   // llvmpipe ends a shader's loops after 65535 iterations per invocation, silently. Attention
   // computes how many keys an invocation can visit (attention_max_keys): a sequence of exactly
@@ -448,7 +511,7 @@ TEST(Vulkan, SiblingMatmulsRunAsOneDispatchWithTheSameBits) {
   // output must be bitwise what the matmul gives alone, for decode and batched tiles, plain and
   // quantized weights; a fourth sibling starts a second dispatch.
   REQUIRE_VULKAN(dev);
-  for (DType t : {DType::f32, DType::bf16, DType::q8_0}) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0}) {
     for (int64_t R : {1, 5}) {
       const int64_t K = 96;
       const std::vector<int64_t> Ms = {40, 24, 24, 16};
@@ -476,7 +539,8 @@ TEST(Vulkan, SiblingMatmulsRunAsOneDispatchWithTheSameBits) {
         ytotal = (ytotal + static_cast<size_t>(R * M) * 4 + 255) / 256 * 256;
       }
       auto wbuf = dev->allocate(wtotal, backend::BufferUsage::weights);
-      for (size_t i = 0; i < Ms.size(); ++i) wbuf->upload(woff[i], wbytes[i].data(), wbytes[i].size());
+      for (size_t i = 0; i < Ms.size(); ++i)  // f16: as the model host does (the CLEAN matmul path)
+        wbuf->upload_weights(woff[i], wbytes[i].data(), wbytes[i].size(), t);
       Bufs b;
       auto xr = b.make(*dev, TensorDesc(DType::f32, {R, K}), x.data());
       auto ybuf = dev->allocate(ytotal, backend::BufferUsage::activations);

@@ -55,6 +55,13 @@ bool plain_matmul(const backend::Node& n) {
          n.dst.desc.numel() == n.src[0].desc.rows() * M && (!backend::is_quantized(n.src[1].desc.dtype) || K % 32 == 0);
 }
 
+// Whether w is f16 prepared by upload_weights (matmul.comp's CLEAN specialization).
+uint32_t half_clean(const backend::TensorRef& w) {
+  return w.desc.dtype == DType::f16 && static_cast<const VulkanBuffer*>(w.buffer)->half_clean(w.offset, w.desc.bytes())
+             ? 1u
+             : 0u;
+}
+
 }  // namespace
 
 size_t fusable_matmuls(VulkanDevice& dev, const std::vector<backend::Node>& nodes, size_t i) {
@@ -133,7 +140,9 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
     for (size_t i = 0; i < n_siblings; ++i) parts.push_back(&siblings[i]);
     uint64_t wlo = UINT64_MAX, whi = 0, ylo = UINT64_MAX, yhi = 0;
     bool aligned = x.offset % 16 == 0 && K % 8 == 0;
+    uint32_t clean = 1;
     for (const backend::Node* p : parts) {
+      clean &= half_clean(p->src[1]);
       wlo = std::min<uint64_t>(wlo, p->src[1].offset);
       whi = std::max<uint64_t>(whi, p->src[1].offset + static_cast<uint64_t>(p->src[1].desc.ne[0]) * wrow);
       ylo = std::min<uint64_t>(ylo, p->dst.offset);
@@ -165,7 +174,8 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
     row_grid(d, R, plan.tm, gy, gz);
     std::vector<Arg> args = {e.tex(x, xf), Arg{&e.alloc(w), wf, false, wlo, whi - wlo, wbase}, e.ssbo(x),
                              Arg{&e.alloc(n.dst), VK_FORMAT_UNDEFINED, true, ylo, yhi - ylo, ybase}, flags};
-    const Pipeline& p = e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, 0u});
+    const Pipeline& p =
+        e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, 0u, clean});
     e.dispatch(p, args, push.words(), static_cast<uint32_t>(groups), gy, gz);
     return;
   }
@@ -194,8 +204,8 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
     if (!quant) aligned = aligned && ws.offset % 16 == 0;
     MatmulPlan plan = e.dev.policy().matmul(wt, R, mb, K, aligned, moe);
     std::vector<Arg> args = {e.tex(x, xf), e.tex(ws, wf), moe ? e.ssbo(n.src[2]) : e.ssbo(x), e.ssbo(ys, true), flags};
-    const Pipeline& p =
-        e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode});
+    const Pipeline& p = e.pipeline(
+        shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode, half_clean(ws)});
     MatmulPush push{};
     push.R = u32(R), push.M = u32(mb), push.K = u32(K), push.x_off = e.off(x, 4);
     push.w_off = e.off(ws, quant ? 1 : esize);  // bytes for quantized weights
