@@ -314,6 +314,11 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
           ++i;
           continue;
         }
+        if (fuses_set_rows(n, next)) {
+          record_set_rows(e, &next);
+          ++i;
+          continue;
+        }
         if (fuses_unary_binary(n, next)) {
           record_elementwise(ne, &n);
           ++i;

@@ -788,6 +788,70 @@ TEST(Vulkan, GateThenMulRunAsOneDispatchWithTheSameBits) {
   }
 }
 
+TEST(Vulkan, KAndVCacheWritesRunAsOneDispatchWithTheSameBits) {
+  // Two SET_ROWS with the same slots (a layer's K and V cache writes) are one dispatch
+  // (ops/data.cpp): the caches must hold bitwise what the two writes give alone, for every cache
+  // dtype, with rows of different sizes and a skipped slot (-1). Writes that share slots only by
+  // value, or where the second reads what the first writes, stay two dispatches; a bad slot in
+  // either half is still the SET_ROWS error.
+  REQUIRE_VULKAN(dev);
+  const int64_t N = 3, Dk = 40, Dv = 24, R = 10;
+  std::vector<float> k(N * Dk), v(N * Dv);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = std::sin(static_cast<float>(i) * 0.7f) * 3.0f;
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::cos(static_cast<float>(i) * 0.3f) * 1e-3f;
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    Bufs b;
+    const size_t kbytes = static_cast<size_t>(R * Dk) * backend::row_bytes(t, 1);
+    const size_t vbytes = static_cast<size_t>(R * Dv) * backend::row_bytes(t, 1);
+    std::vector<std::byte> init(kbytes + 256 + vbytes);
+    for (size_t i = 0; i < init.size(); ++i) init[i] = static_cast<std::byte>(i * 37 % 251);
+    auto cache = dev->allocate(init.size(), backend::BufferUsage::state);  // K and V caches in one buffer
+    backend::TensorRef kc{cache.get(), 0, TensorDesc(t, {R, Dk})},
+        vc{cache.get(), kbytes + 256, TensorDesc(t, {R, Dv})};
+    std::vector<int32_t> slot_ids = {4, -1, 9};
+    auto slots = b.make(*dev, TensorDesc(DType::i32, {N}), slot_ids.data());
+    auto tk = b.make(*dev, TensorDesc(DType::f32, {N, Dk}), k.data());
+    auto tv = b.make(*dev, TensorDesc(DType::f32, {N, Dv}), v.data());
+    backend::Node wk = node(KILN_OP_SET_ROWS, {kc, tk, slots}, kc), wv = node(KILN_OP_SET_ROWS, {vc, tv, slots}, vc);
+    auto run = [&](std::vector<backend::Node> nodes, uint64_t dispatches) {
+      cache->upload(0, init.data(), init.size());
+      backend::BoundGraph g;
+      g.nodes = std::move(nodes);
+      dev->compute(g);
+      EXPECT_EQ(dev->last_dispatches(), dispatches) << backend::dtype_name(t);
+      std::vector<std::byte> out(init.size());
+      cache->download(0, out.data(), out.size());
+      return out;
+    };
+    const auto fused = run({wk, wv}, 1);
+    const auto one = run({wk}, 1);
+    cache->upload(0, one.data(), one.size());
+    backend::BoundGraph g2;
+    g2.nodes = {wv};
+    dev->compute(g2);
+    std::vector<std::byte> apart(init.size());
+    cache->download(0, apart.data(), apart.size());
+    EXPECT_EQ(std::memcmp(fused.data(), apart.data(), fused.size()), 0) << backend::dtype_name(t);
+    EXPECT_EQ(std::memcmp(fused.data(), init.data(), static_cast<size_t>(4 * Dk) * backend::row_bytes(t, 1)), 0);
+    if (t == DType::f32) {  // row 4 of K is token 0, row 9 of V is token 2
+      EXPECT_EQ(std::memcmp(fused.data() + 4 * Dk * 4, k.data(), Dk * 4), 0);
+      EXPECT_EQ(std::memcmp(fused.data() + kbytes + 256 + 9 * Dv * 4, v.data() + 2 * Dv, Dv * 4), 0);
+    }
+    // Slots equal by value but another tensor: two dispatches.
+    auto slots2 = b.make(*dev, TensorDesc(DType::i32, {N}), slot_ids.data());
+    run({wk, node(KILN_OP_SET_ROWS, {vc, tv, slots2}, vc)}, 2);
+    // The second write's rows are the first's destination: two dispatches, in order.
+    const backend::TensorRef krows{cache.get(), 0, TensorDesc(DType::f32, {N, Dv})};
+    if (t == DType::f32) run({wk, node(KILN_OP_SET_ROWS, {vc, krows, slots}, vc)}, 2);
+    // A slot past the V cache's rows, in the fused dispatch.
+    std::vector<int32_t> bad_ids = {4, -1, 10};
+    auto bad = b.make(*dev, TensorDesc(DType::i32, {N}), bad_ids.data());
+    backend::BoundGraph gb;
+    gb.nodes = {node(KILN_OP_SET_ROWS, {kc, tk, bad}, kc), node(KILN_OP_SET_ROWS, {vc, tv, bad}, vc)};
+    EXPECT_THROW(dev->compute(gb), BackendError) << backend::dtype_name(t);
+  }
+}
+
 TEST(Vulkan, AFenceTimeoutIsADeviceErrorAndLosesTheDevice) {
   REQUIRE_VULKAN(dev);
   setenv("KILN_VULKAN_TIMEOUT_S", "0.000001", 1);

@@ -34,7 +34,59 @@ void copy_regions(const OpEnv& e, const backend::TensorRef& src, const backend::
   e.rec.copy_regions(e.alloc(src), e.alloc(dst), abs);
 }
 
+// SET_ROWS geometry: N rows of D values into a destination of R rows. False when the shapes
+// disagree (record_set_rows reports those).
+bool set_rows_shape(const backend::Node& n, int64_t& N, int64_t& D, int64_t& R) {
+  const backend::TensorRef &dst = n.src[0], &rows = n.src[1], &slots = n.src[2];
+  N = slots.desc.numel(), D = N ? rows.desc.numel() / N : 0, R = D ? dst.desc.numel() / D : 0;
+  return N > 0 && D > 0 && rows.desc.numel() == N * D && dst.desc.numel() % D == 0;
+}
+
 }  // namespace
+
+bool fuses_set_rows(const backend::Node& a, const backend::Node& b) {
+  if (a.op != KILN_OP_SET_ROWS || b.op != KILN_OP_SET_ROWS || a.n_src < 3 || b.n_src < 3) return false;
+  int64_t N, D, R, N2, D2, R2;
+  if (!set_rows_shape(a, N, D, R) || !set_rows_shape(b, N2, D2, R2)) return false;
+  const backend::TensorRef &s = a.src[2], &s2 = b.src[2];
+  if (s.buffer != s2.buffer || s.offset != s2.offset || N != N2) return false;  // the same slots
+  const DType dt = a.src[0].desc.dtype;
+  if (b.src[0].desc.dtype != dt || (dt != DType::f32 && dt != DType::f16 && dt != DType::bf16)) return false;
+  // Neither write may touch what the other reads (rows, slots) or writes.
+  for (const backend::TensorRef* w : {&a.src[0], &b.src[0]})
+    for (const backend::TensorRef* r : {&a.src[1], &b.src[1], &s})
+      if (overlap(*w, *r)) return false;
+  return !overlap(a.src[0], b.src[0]);
+}
+
+void record_set_rows(const OpEnv& e, const backend::Node* second) {
+  const backend::Node& n = e.node;
+  const backend::TensorRef &dst = n.src[0], &rows = n.src[1], &slots = n.src[2];
+  const int64_t N = slots.desc.numel(), D = N ? rows.desc.numel() / N : 0;
+  const int64_t R = D ? dst.desc.numel() / D : 0;
+  if (N && rows.desc.numel() != N * D) e.fail("rows and slots disagree");
+  if (D && dst.desc.numel() % D) e.fail("destination rows do not match the row size");
+  if (!N || !D) return;
+  const DType dt = dst.desc.dtype;
+  uint32_t mode = dt == DType::f32 ? 0u : dt == DType::f16 ? 1u : 2u;
+  const Pipeline& p = e.pipeline("set_rows", std::vector<Bind>(8, Bind::storage), {mode, second ? 1u : 0u});
+  Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 4, 4};  // idempotent flag: no hazard
+  std::vector<uint32_t> push = {u32(N), u32(D), u32(R), e.off(rows, 4), e.off(slots, 4), e.off(dst, mode ? 2 : 4), 0,
+                                0,      0,      0};
+  // Without a second write, its bindings repeat this one's (never touched).
+  Arg rows2 = e.ssbo(rows), e32 = e.ssbo(dst, true), e16 = e.ssbo(dst, true);
+  uint64_t items = static_cast<uint64_t>(N * D);
+  if (second) {  // fuses_set_rows checked shapes, slots and overlaps
+    const backend::TensorRef &dst2 = second->src[0], &r2 = second->src[1];
+    const int64_t D2 = r2.desc.numel() / N;
+    push[6] = u32(D2), push[7] = u32(dst2.desc.numel() / D2), push[8] = e.off(r2, 4);
+    push[9] = e.off(dst2, mode ? 2 : 4);
+    rows2 = e.ssbo(r2), e32 = e.ssbo(dst2, true), e16 = e.ssbo(dst2, true);
+    items += static_cast<uint64_t>(N * D2);
+  }
+  e.dispatch_items(p, {e.ssbo(rows), e.ssbo(slots), e.ssbo(dst, true), e.ssbo(dst, true), flags, rows2, e32, e16}, push,
+                   items);
+}
 
 void record_data(const OpEnv& e) {
   const backend::Node& n = e.node;
@@ -71,24 +123,9 @@ void record_data(const OpEnv& e) {
       }
       return;
     }
-    case KILN_OP_SET_ROWS: {
-      const backend::TensorRef &dst = n.src[0], &rows = n.src[1], &slots = n.src[2];
-      const int64_t N = slots.desc.numel(), D = N ? rows.desc.numel() / N : 0;
-      const int64_t R = D ? dst.desc.numel() / D : 0;
-      if (N && rows.desc.numel() != N * D) e.fail("rows and slots disagree");
-      if (D && dst.desc.numel() % D) e.fail("destination rows do not match the row size");
-      if (!N || !D) return;
-      const DType dt = dst.desc.dtype;
-      uint32_t mode = dt == DType::f32 ? 0u : dt == DType::f16 ? 1u : 2u;
-      const Pipeline& p =
-          e.pipeline("set_rows", {Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage}, {mode});
-      Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 4, 4};  // idempotent flag: no hazard
-      Arg d32 = e.ssbo(dst, true), d16 = e.ssbo(dst, true);
-      e.dispatch_items(p, {e.ssbo(rows), e.ssbo(slots), d32, d16, flags},
-                       {u32(N), u32(D), u32(R), e.off(rows, 4), e.off(slots, 4), e.off(dst, mode ? 2 : 4)},
-                       static_cast<uint64_t>(N * D));
+    case KILN_OP_SET_ROWS:
+      record_set_rows(e);
       return;
-    }
     case KILN_OP_SLICE: {
       const backend::TensorRef& x = n.src[0];
       int a = axis_of(e, n.params.axis, x.desc.ndim);
