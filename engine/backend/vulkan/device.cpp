@@ -309,6 +309,12 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
           ++i;
           continue;
         }
+        if (i + 3 < graph.nodes.size() &&
+            fuses_norm_rope_pair(*this, n, next, graph.nodes[i + 2], graph.nodes[i + 3])) {
+          record_norm(e, nullptr, &next, &graph.nodes[i + 2], &graph.nodes[i + 3]);
+          i += 3;
+          continue;
+        }
         if (fuses_norm_rope(n, next)) {
           record_norm(e, nullptr, &next);
           ++i;

@@ -727,6 +727,81 @@ TEST(Vulkan, RmsNormThenRopeRunAsOneDispatchWithTheSameBits) {
   }
 }
 
+TEST(Vulkan, QAndKNormRopePairsRunAsOneDispatchWithTheSameBits) {
+  // Qwen3's q heads (norm + RoPE) and k heads (norm + RoPE) with their tensors in shared
+  // buffers, as a graph arena and the weight arenas place them, are one dispatch
+  // (fuses_norm_rope_pair): every output bitwise what the four ops give one by one, for weighted
+  // and unweighted norms and with the RoPE written over the norm output. A pair with other
+  // positions, or whose k input is what the q RoPE writes, is not fused and still gives the
+  // sequential result.
+  REQUIRE_VULKAN(dev);
+  const int64_t N = 3, Hq = 4, Hk = 2, D = 64;
+  const size_t nq = static_cast<size_t>(N * Hq * D), nk = static_cast<size_t>(N * Hk * D);
+  std::vector<float> init(6 * 1024 + 2 * nq + 2 * nk + nq);
+  for (size_t i = 0; i < init.size(); ++i) init[i] = std::sin(static_cast<float>(i) * 0.37f) * 2.0f;
+  std::vector<float> w(2 * 64);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5f + 0.01f * static_cast<float>(i);
+  std::vector<int32_t> pos = {7, 300, 4095};
+  Bufs bufs;
+  auto act = dev->allocate(init.size() * 4, backend::BufferUsage::activations);
+  auto tw = bufs.make(*dev, TensorDesc(DType::f32, {128}), w.data());
+  auto tp = bufs.make(*dev, TensorDesc(DType::i32, {N}), pos.data());
+  auto tp2 = bufs.make(*dev, TensorDesc(DType::i32, {N}), pos.data());
+  const TensorDesc dq(DType::f32, {N, Hq, D}), dk(DType::f32, {N, Hk, D});
+  // Layout in `act` (floats): xq, xk, oq, ok, rq, rk, each 1024-aligned.
+  auto at = [&](size_t i, const TensorDesc& d) { return backend::TensorRef{act.get(), i * 1024 * 4, d}; };
+  const backend::TensorRef xq = at(0, dq), xk = at(1, dk), oq = at(2, dq), ok = at(3, dk), rq0 = at(4, dq),
+                           rk0 = at(5, dk);
+  for (int norm_mode : {KILN_NORM_WEIGHT, KILN_NORM_NONE}) {
+    for (bool in_place : {false, true}) {
+      const backend::TensorRef rq = in_place ? oq : rq0, rk = in_place ? ok : rk0;
+      auto norm = [&](const backend::TensorRef& x, size_t woff, const backend::TensorRef& o) {
+        backend::Node n = node(KILN_OP_RMS_NORM, {x, {tw.buffer, woff * 4, TensorDesc(DType::f32, {D})}}, o);
+        if (norm_mode == KILN_NORM_NONE) n.n_src = 1;
+        n.params.mode = norm_mode;
+        n.params.eps = 1e-6f;
+        return n;
+      };
+      auto rope = [&](const backend::TensorRef& x, const backend::TensorRef& p, const backend::TensorRef& r) {
+        backend::Node n = node(KILN_OP_ROPE, {x, p}, r);
+        n.params.mode = KILN_ROPE_NEOX;
+        n.params.theta = 1000000.0f;
+        return n;
+      };
+      auto run = [&](std::vector<std::vector<backend::Node>> graphs) {
+        act->upload(0, init.data(), init.size() * 4);
+        uint64_t dispatches = 0;
+        for (auto& nodes : graphs) {
+          backend::BoundGraph g;
+          g.nodes = std::move(nodes);
+          dev->compute(g);
+          dispatches += dev->last_dispatches();
+        }
+        std::vector<float> out(init.size());
+        act->download(0, out.data(), out.size() * 4);
+        return std::make_pair(out, dispatches);
+      };
+      std::string what = "norm " + std::to_string(norm_mode) + (in_place ? " in place" : "");
+      const std::vector<backend::Node> four = {norm(xq, 0, oq), rope(oq, tp, rq), norm(xk, 64, ok), rope(ok, tp, rk)};
+      const auto fused = run({four});
+      EXPECT_EQ(fused.second, 1u) << what;
+      const auto apart = run({{four[0]}, {four[1]}, {four[2]}, {four[3]}});
+      EXPECT_TRUE(bitwise_equal(fused.first, apart.first)) << what;
+      // Other positions tensor: two fused norm+rope dispatches, same bits.
+      const auto other = run({{four[0], four[1], norm(xk, 64, ok), rope(ok, tp2, rk)}});
+      EXPECT_EQ(other.second, 2u) << what;
+      EXPECT_TRUE(bitwise_equal(other.first, apart.first)) << what;
+      // k's input is the q RoPE's output: not fused, computed in order.
+      const backend::TensorRef xk_dep{act.get(), rq.offset, dk};
+      const std::vector<backend::Node> dep = {four[0], four[1], norm(xk_dep, 64, ok), rope(ok, tp, rk)};
+      const auto dep_fused = run({dep});
+      EXPECT_EQ(dep_fused.second, 2u) << what;
+      const auto dep_apart = run({{dep[0]}, {dep[1]}, {dep[2]}, {dep[3]}});
+      EXPECT_TRUE(bitwise_equal(dep_fused.first, dep_apart.first)) << what;
+    }
+  }
+}
+
 TEST(Vulkan, GateThenMulRunAsOneDispatchWithTheSameBits) {
   // A unary op and the ADD/MUL that reads its result (SiLU/GELU gates of an MLP) are one
   // dispatch (ops/basic.cpp): both outputs must be bitwise what the two ops give alone, with a

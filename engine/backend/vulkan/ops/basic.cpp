@@ -135,16 +135,54 @@ bool fuses_norm_rope(const backend::Node& norm, const backend::Node& rope) {
   return true;
 }
 
-void record_norm(const OpEnv& e, const backend::Node* add, const backend::Node* rope) {
+bool fuses_norm_rope_pair(VulkanDevice& dev, const backend::Node& n1, const backend::Node& r1, const backend::Node& n2,
+                          const backend::Node& r2) {
+  if (!fuses_norm_rope(n1, r1) || !fuses_norm_rope(n2, r2)) return false;
+  // One specialization, one frequency table and one position per token for both.
+  const kiln_op_params &a = n1.params, &b = n2.params, &ra = r1.params, &rb = r2.params;
+  if (a.mode != b.mode || a.eps != b.eps || ra.mode != rb.mode || ra.theta != rb.theta || ra.n_dims != rb.n_dims ||
+      ra.n_freq != rb.n_freq)
+    return false;
+  const backend::TensorRef &pa = r1.src[1], &pb = r2.src[1];
+  if (pa.buffer != pb.buffer || pa.offset != pb.offset || pa.desc.numel() != pb.desc.numel()) return false;
+  if (n1.src[0].desc.last() != n2.src[0].desc.last()) return false;
+  // Each of x, w, o and r is one binding over both tensors: the same buffer, within reach.
+  const bool weighted = a.mode != KILN_NORM_NONE;
+  std::vector<std::pair<const backend::TensorRef*, const backend::TensorRef*>> spans = {
+      {&n1.src[0], &n2.src[0]}, {&n1.dst, &n2.dst}, {&r1.dst, &r2.dst}};
+  if (weighted) spans.push_back({&n1.src[1], &n2.src[1]});
+  for (const auto& [p, q] : spans) {
+    if (p->buffer != q->buffer) return false;
+    const uint64_t lo = std::min(p->offset, q->offset) / 256 * 256;
+    const uint64_t hi = std::max(p->offset + p->desc.bytes(), q->offset + q->desc.bytes());
+    if (hi - lo > dev.context().info().max_storage_range) return false;
+  }
+  // Workgroups of the two run in any order: neither may write what the other reads or writes.
+  std::vector<const backend::TensorRef*> reads1 = {&n1.src[0], &pa}, reads2 = {&n2.src[0], &pb};
+  if (weighted) reads1.push_back(&n1.src[1]), reads2.push_back(&n2.src[1]);
+  for (const backend::TensorRef* w : {&n1.dst, &r1.dst}) {
+    for (const backend::TensorRef* r : reads2)
+      if (overlap(*w, *r)) return false;
+    if (overlap(*w, n2.dst) || overlap(*w, r2.dst)) return false;
+  }
+  for (const backend::TensorRef* w : {&n2.dst, &r2.dst})
+    for (const backend::TensorRef* r : reads1)
+      if (overlap(*w, *r)) return false;
+  return true;
+}
+
+void record_norm(const OpEnv& e, const backend::Node* add, const backend::Node* rope, const backend::Node* norm2,
+                 const backend::Node* rope2) {
   const backend::Node& n = e.node;
   const backend::TensorRef& x = n.src[0];
   const int64_t D = x.desc.last(), rows = x.desc.rows();
   if (n.dst.desc.numel() != x.desc.numel()) e.fail("result shape does not match");
   if (!rows || !D) return;
+  const int64_t all_rows = rows + (norm2 ? norm2->src[0].desc.rows() : 0);
   const uint32_t ls = e.dev.policy().row_local_size;
   uint64_t maxx = e.dev.context().info().max_groups[0];
-  uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(static_cast<uint64_t>(rows), maxx));
-  uint32_t gy = static_cast<uint32_t>((static_cast<uint64_t>(rows) + gx - 1) / gx);
+  uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(static_cast<uint64_t>(all_rows), maxx));
+  uint32_t gy = static_cast<uint32_t>((static_cast<uint64_t>(all_rows) + gx - 1) / gx);
   if (n.op == KILN_OP_SOFTMAX) {
     // softmax.comp: three passes of ceil(D / (4·subgroup)) loop iterations (llvmpipe's limit).
     const uint32_t budget = e.dev.policy().loop_budget;
@@ -188,11 +226,53 @@ void record_norm(const OpEnv& e, const backend::Node* add, const backend::Node* 
     freq = Arg{&fa, VK_FORMAT_UNDEFINED, false, 0, 0};
     rot = e.ssbo(rope->dst, true);
   }
-  const Pipeline& p = e.pipeline("norm", std::vector<Bind>(8, Bind::storage), {ls, mode, add ? 1u : 0u, rope_mode});
-  e.dispatch(p, {e.ssbo(xin), e.ssbo(w), e.ssbo(z), e.ssbo(n.dst, true), e.ssbo(sum, add != nullptr), pos, freq, rot},
-             {u32(rows), u32(D), e.off(xin, 4), e.off(w, 4), e.off(z, 4), e.off(n.dst, 4), fbits(n.params.eps),
-              e.off(sum, 4), H, nd, nf, rope ? e.off(rope->src[1], 4) : 0u, rope ? e.off(rope->dst, 4) : 0u},
-             gx, gy);
+  std::vector<Arg> args = {e.ssbo(xin), e.ssbo(w), e.ssbo(z), e.ssbo(n.dst, true), e.ssbo(sum, add != nullptr),
+                           pos,         freq,      rot};
+  std::vector<uint32_t> push = {u32(rows),
+                                u32(D),
+                                e.off(xin, 4),
+                                e.off(w, 4),
+                                e.off(z, 4),
+                                e.off(n.dst, 4),
+                                fbits(n.params.eps),
+                                e.off(sum, 4),
+                                H,
+                                nd,
+                                nf,
+                                rope ? e.off(rope->src[1], 4) : 0u,
+                                rope ? e.off(rope->dst, 4) : 0u,
+                                u32(rows),
+                                1,
+                                0,
+                                0,
+                                0,
+                                0};
+  if (norm2) {  // fuses_norm_rope_pair checked shapes, buffers, reach and overlaps
+    // x, w, o and r become one binding each over both tensors; offsets count from its base.
+    auto span = [&](const backend::TensorRef& a, const backend::TensorRef& b, bool write, uint32_t& off_a,
+                    uint32_t& off_b) {
+      e.check_in_buffer(a), e.check_in_buffer(b);
+      const uint64_t lo = std::min(a.offset, b.offset),
+                     hi = std::max(a.offset + a.desc.bytes(), b.offset + b.desc.bytes());
+      const uint64_t base = lo / 256 * 256;
+      if ((a.offset - base) % 4 || (b.offset - base) % 4) e.fail("misaligned f32 tensors");
+      off_a = u32(static_cast<int64_t>((a.offset - base) / 4)),
+      off_b = u32(static_cast<int64_t>((b.offset - base) / 4));
+      return Arg{&e.alloc(a), VK_FORMAT_UNDEFINED, write, lo, hi - lo, base};
+    };
+    args[0] = span(x, norm2->src[0], false, push[2], push[15]);
+    if (has_w) args[1] = span(w, norm2->src[1], false, push[3], push[16]);
+    args[3] = span(n.dst, norm2->dst, true, push[5], push[17]);
+    args[7] = span(rope->dst, rope2->dst, true, push[12], push[18]);
+    args[2] = args[0];  // z and sum are unused (no fused ADD, not gated): repeat bound tensors
+    args[4] = args[3];
+    push[7] = push[5];
+    push[0] = u32(all_rows);
+    push[14] = u32(rope2->src[0].desc.ne[1]);
+  }
+  const Pipeline& p =
+      e.pipeline("norm", std::vector<Bind>(8, Bind::storage), {ls, mode, add ? 1u : 0u, rope_mode, norm2 ? 1u : 0u});
+  e.dispatch(p, args, push, gx, gy);
 }
 
 void record_rope(const OpEnv& e) {

@@ -73,7 +73,13 @@ bool fuses_unary_binary(const backend::Node& un, const backend::Node& bin);
 /** RMS_NORM, L2_NORM, SOFTMAX; `add`: the ADD right before an RMS_NORM of its result, run in the
  *  same dispatch (see fuses_add_norm); `rope`: a ROPE right after it of its output, likewise
  *  (see fuses_norm_rope). */
-void record_norm(const OpEnv& e, const backend::Node* add = nullptr, const backend::Node* rope = nullptr);
+void record_norm(const OpEnv& e, const backend::Node* add = nullptr, const backend::Node* rope = nullptr,
+                 const backend::Node* norm2 = nullptr, const backend::Node* rope2 = nullptr);
+/** Whether norm+rope pairs (n1, r1) and (n2, r2) (Qwen3's q and k heads) can run as one
+ *  dispatch: each pair fuses, same parameters and positions, each of x/w/o/r of the two in one
+ *  buffer within a binding's reach, and no write of one touching what the other reads or writes. */
+bool fuses_norm_rope_pair(VulkanDevice& dev, const backend::Node& n1, const backend::Node& r1,
+                          const backend::Node& n2, const backend::Node& r2);
 /** Whether `norm` (RMS, not gated) followed by a `rope` of its output can be one dispatch. */
 bool fuses_norm_rope(const backend::Node& norm, const backend::Node& rope);
 /** Whether `add` followed by `norm` can run as one dispatch (same shapes, norm reads the sum, no
