@@ -251,7 +251,7 @@ void run_small_ops(backend::Device& dev, int chain, int reps) {
   }
   // Decode attention of one token (16 query heads, 8 KV heads of 128, f16 cache in blocks of 16)
   // over 512 and 4096 cached keys: what a long chat adds per layer.
-  for (int kv : {512, 4096}) {
+  for (int kv : {64, 512, 4096}) {
     const int64_t bs = 16, nblocks = kv / bs, Hq = 16, Hkv = 8, Dh = 128;
     auto kc = dev.allocate(static_cast<size_t>(nblocks * bs * Hkv * Dh) * 2, backend::BufferUsage::activations);
     auto vc = dev.allocate(static_cast<size_t>(nblocks * bs * Hkv * Dh) * 2, backend::BufferUsage::activations);
