@@ -105,7 +105,8 @@ class Buffer {
     (void)dtype;
     upload(offset, src, bytes);
   }
-  /** (optional) A host pointer to the contents when the memory is host-visible and coherent. */
+  /** (optional) A host pointer to the contents when the memory is host-visible and coherent.
+   *  Not for rewriting weights stored by upload_weights (their prepared form is tracked). */
   virtual void* host_ptr() { return nullptr; }
 };
 

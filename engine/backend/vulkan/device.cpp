@@ -105,15 +105,15 @@ void VulkanBuffer::upload_weights(size_t offset, const void* src, size_t bytes, 
   check_range("upload", offset, bytes);
   if (!bytes) return;
   written(offset, bytes);
-  const auto* from = static_cast<const uint16_t*>(src);
+  const auto* from = static_cast<const std::byte*>(src);
   bool clean = true;
   if (alloc_.mapped) {
-    clean = flush_half_subnormals(from, reinterpret_cast<uint16_t*>(alloc_.mapped + offset), bytes / 2);
+    clean = flush_half_subnormals(from, alloc_.mapped + offset, bytes / 2);
   } else {  // staged: flush into a bounded host copy, chunk by chunk
     std::vector<uint16_t> chunk(std::min<size_t>(bytes, size_t{16} << 20) / 2);
     for (size_t done = 0; done < bytes;) {
       const size_t n = std::min(chunk.size() * 2, bytes - done);
-      clean = flush_half_subnormals(from + done / 2, chunk.data(), n / 2) && clean;
+      clean = flush_half_subnormals(from + done, chunk.data(), n / 2) && clean;
       dev_.transfer(alloc_, offset + done, chunk.data(), n, true);
       done += n;
     }
@@ -277,8 +277,12 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
     }
   // A kernel writing into prepared weights (never done by the model host, but legal) voids their
   // clean mark before anything reads it.
-  for (const backend::Node& n : graph.nodes)
+  for (const backend::Node& n : graph.nodes) {
     if (n.dst.buffer) static_cast<VulkanBuffer*>(n.dst.buffer)->written(n.dst.offset, n.dst.desc.bytes());
+    const int ws = graph::op_traits(n.op).writes_src;  // state updated in place (conv1d, delta rule)
+    if (ws >= 0 && static_cast<uint32_t>(ws) < n.n_src && n.src[ws].buffer)
+      static_cast<VulkanBuffer*>(n.src[ws].buffer)->written(n.src[ws].offset, n.src[ws].desc.bytes());
+  }
   std::lock_guard<std::mutex> lock(compute_mu_);
   if (!lost_.empty())
     throw BackendError(BackendError::Kind::device,

@@ -16,9 +16,12 @@ namespace {
 std::string default_cache_path(const DeviceInfo& d) {
   if (const char* p = std::getenv("KILN_VULKAN_PIPELINE_CACHE")) return p;  // "" disables
   std::filesystem::path base;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) base = x;
-  else if (const char* h = std::getenv("HOME"); h && *h) base = std::filesystem::path(h) / ".cache";
-  else return {};
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    base = x;
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    base = std::filesystem::path(h) / ".cache";
+  else
+    return {};
   std::string dev;
   for (char c : d.name) dev += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return (base / "kiln" / fmt::format("vk-pipelines-{:04x}-{}.bin", d.vendor_id, dev)).string();
@@ -76,6 +79,13 @@ size_t Pipelines::size() const {
   return pipelines_.size();
 }
 
+std::vector<std::string> Pipelines::labels() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [key, p] : pipelines_) out.push_back(key.substr(key.rfind(':') + 2));
+  return out;
+}
+
 const Pipeline& Pipelines::get(const std::string& shader, const std::vector<Bind>& bindings,
                                const std::vector<uint32_t>& spec) {
   std::string key = shader;
@@ -127,8 +137,7 @@ const Pipeline& Pipelines::get(const std::string& shader, const std::vector<Bind
   check(vkCreatePipelineLayout(dev, &pli, nullptr, &p.layout), "vkCreatePipelineLayout");
 
   std::vector<VkSpecializationMapEntry> entries(spec.size());
-  for (size_t i = 0; i < spec.size(); ++i)
-    entries[i] = {static_cast<uint32_t>(i), static_cast<uint32_t>(i * 4), 4};
+  for (size_t i = 0; i < spec.size(); ++i) entries[i] = {static_cast<uint32_t>(i), static_cast<uint32_t>(i * 4), 4};
   VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), spec.size() * 4, spec.data()};
   VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
@@ -138,8 +147,8 @@ const Pipeline& Pipelines::get(const std::string& shader, const std::vector<Bind
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
   // Kernels that reduce with subgroup ops run one subgroup per workgroup: pin its size.
   const DeviceInfo& d = ctx_.info();
-  bool subgroup_kernel = shader.rfind("matmul_", 0) == 0 || shader == "norm" || shader == "softmax" ||
-                         shader == "attention";
+  bool subgroup_kernel =
+      shader.rfind("matmul_", 0) == 0 || shader == "norm" || shader == "softmax" || shader == "attention";
   VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rs{
       VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
   if (d.pin_subgroup && subgroup_kernel && p.local_size % d.subgroup_size == 0) {

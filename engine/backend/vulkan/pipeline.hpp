@@ -40,6 +40,8 @@ class Pipelines {
   const Pipeline& get(const std::string& shader, const std::vector<Bind>& bindings, const std::vector<uint32_t>& spec);
   static constexpr uint32_t kPushBytes = 128;  ///< the guaranteed minimum maxPushConstantsSize
   size_t size() const;
+  /** "shader<spec0,spec1,...>" of every pipeline created so far (tests check variant choices). */
+  std::vector<std::string> labels() const;
 
  private:
   Context& ctx_;

@@ -10,11 +10,12 @@
 namespace kiln::vk {
 
 /**
- * Copies `n` f16 values from src to dst with subnormals flushed to (signed) zero, which is what
- * every f16 weight read of the kernels does anyway (matmul.comp: f16x2, w_elem). Returns false
+ * Copies `n` f16 values from src to dst (any alignment: checkpoint tensors need not be 2-byte
+ * aligned) with subnormals flushed to signed zero, which is what every f16 weight read of the
+ * kernels does anyway (matmul.comp f16x2, wload.glsl w_scalar). Returns false
  * when some value is inf or NaN (exponent 31): such ranges keep the checked matmul path.
  */
-bool flush_half_subnormals(const uint16_t* src, uint16_t* dst, size_t n);
+bool flush_half_subnormals(const void* src, void* dst, size_t n);
 
 /** Disjoint, sorted byte ranges [lo, hi). */
 class RangeSet {

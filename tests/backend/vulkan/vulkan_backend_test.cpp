@@ -374,6 +374,24 @@ TEST(Vulkan, PreparedHalfWeightsGiveTheBitsOfRawOnes) {
       EXPECT_TRUE(bitwise_equal(run(true), run(false))) << "K=" << K << " R=" << R;
     }
   }
+  // The prepared runs took the CLEAN variant (its specialization constant is the last one).
+  bool clean_variant = false;
+  for (const std::string& l : dev->pipelines().labels())
+    clean_variant |= l.rfind("matmul_f16<", 0) == 0 && l.size() > 3 && l.substr(l.size() - 3) == ",1>";
+  EXPECT_TRUE(clean_variant);
+  // Tables read through GET_ROWS: the stored (flushed) subnormals read as the raw ones do.
+  const int64_t V = 50, D = 72;
+  std::vector<float> table(static_cast<size_t>(V * D));
+  for (float& v : table) v = u(rng) * 0.1f;
+  for (size_t i = 0; i < table.size(); i += 7) table[i] = u(rng) * 5.0e-5f;
+  const std::vector<int32_t> ids = {3, 0, 49, 3, 17};
+  auto gather = [&](bool prepared) {
+    OpGraph g;
+    g.prepared_weights = prepared;
+    g.output(g.op(KILN_OP_GET_ROWS, {g.weight_values(DType::f16, {V, D}, table), g.i32({5}, ids)}));
+    return g.run(*dev)[0].f;
+  };
+  EXPECT_TRUE(bitwise_equal(gather(true), gather(false)));
 }
 
 TEST(Vulkan, PreparedHalfWeightRangesAreTracked) {

@@ -91,14 +91,8 @@ float x1(uint i) { return texelFetch(X, int(i >> 2))[i & 3u]; }
 
 #if !defined(WT_QUANT)
 // Weight element e on the scalar paths (K % 8 tail, unaligned operands) as the vector path sees
-// it: f16 subnormals flushed like f16x2, so both paths give the same bits.
-float w_elem(uint e) {
-  float v = w_scalar(e);
-#if defined(WT_F16)
-  if (abs(v) < 6.103515625e-05) v = 0.0;
-#endif
-  return v;
-}
+// it: w_scalar flushes f16 subnormals like f16x2, so both paths give the same bits.
+float w_elem(uint e) { return w_scalar(e); }
 #endif
 
 vec4 x4(uint row, uint e) {

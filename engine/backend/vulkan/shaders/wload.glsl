@@ -28,7 +28,9 @@ float w_scalar(uint e) {
   uint word = texelFetch(W, int(wi >> 2))[wi & 3u];
   uint h = (e & 1u) != 0u ? (word >> 16) : (word & 0xffffu);
 #if defined(WT_F16)
-  return half_bits(h);
+  // Subnormal halves read as 0 in every kernel (matmul.comp's fast path must flush them, see
+  // f16x2), so weights prepared by Buffer::upload_weights, which stores them flushed, read the same.
+  return half_bits((h & 0x7c00u) == 0u ? (h & 0x8000u) : h);
 #else
   return bf16_bits(h);
 #endif
