@@ -213,9 +213,34 @@ void tile(uint lane, uint SG, uint r0, uint m0, uint ms, uint xrow[TM], uint wba
   bool redo = (f16_special & 0x80008000u) != 0u;
   [[unroll]] for (uint i = 0u; i < TM * TN; ++i) redo = redo || (floatBitsToUint(acc[i]) & 0x7f800000u) == 0x7f800000u;
   f16_special = 0u;
+  // The redo walks one weight row at a time in a loop that is not unrolled: an unrolled redo
+  // (chunk() over the whole tile) doubled the kernel's code and cost ~5 % of a short-K GEMV
+  // (16384x1024) even though it never runs. Each output gets the same FMA chain as in chunk().
   if (subgroupAny(redo)) {
-    [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = redo ? 0.0 : acc[i];
-    for (uint c = redo ? lane : nchunks; c < nchunks; c += SG) chunk(c, xrow, wr, true);
+    float racc[TM * TN];
+    for (uint n = 0u; n < TN; ++n) {
+      uint wrn = wbase + min(m0 + n * ms, sM - 1u);
+      float a[TM];
+      [[unroll]] for (uint t = 0u; t < TM; ++t) a[t] = 0.0;
+      for (uint c = redo ? lane : nchunks; c < nchunks; c += SG) {
+        vec4 wl, wh;
+        w8(wrn, c * 8u, true, wl, wh);
+        [[unroll]] for (uint t = 0u; t < TM; ++t) {
+          vec4 xl = x4(xrow[t], c * 8u), xh = x4(xrow[t], c * 8u + 4u);
+          float v = a[t];
+          v = fma(wl.x, xl.x, v);
+          v = fma(wl.y, xl.y, v);
+          v = fma(wl.z, xl.z, v);
+          v = fma(wl.w, xl.w, v);
+          v = fma(wh.x, xh.x, v);
+          v = fma(wh.y, xh.y, v);
+          v = fma(wh.z, xh.z, v);
+          a[t] = fma(wh.w, xh.w, v);
+        }
+      }
+      [[unroll]] for (uint t = 0u; t < TM; ++t) racc[t * TN + n] = a[t];
+    }
+    [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = redo ? racc[i] : acc[i];
   }
 #endif
 #endif
@@ -230,10 +255,21 @@ void tile(uint lane, uint SG, uint r0, uint m0, uint ms, uint xrow[TM], uint wba
         for (uint e = nchunks * 8u + lane; e < pc.K; e += SG)
           s = fma(w_elem(sWoff + wr[n] * pc.K + e), x1(pc.x_off + xrow[t] * pc.K + e), s);
 #endif
-      float tot = subgroupAdd(s);
-      uint r = r0 + t, m = m0 + n * ms;
-      if (lane == 0u && r < pc.R && m < sM) y[sYoff + r * sLdy + m] = tot;
+      acc[t * TN + n] = subgroupAdd(s);
     }
+  }
+  // Lane j stores outputs j, j + SG, ...: lavapipe runs an SSBO store as a loop over the lanes,
+  // so one store by every lane costs what one by lane 0 did, and the tile's TM·TN stores become
+  // ceil(TM·TN / SG) (GEMV 16384x1024 f16: ~10 % of its time, a fixed cost per tile). The values
+  // are the subgroupAdd totals above, unchanged; the lane picks its own with a static select chain.
+  const uint SGC = gl_WorkGroupSize.x;
+  [[unroll]] for (uint i0 = 0u; i0 < TM * TN; i0 += SGC) {
+    float v = 0.0;
+    [[unroll]] for (uint j = 0u; j < SGC; ++j)
+      if (i0 + j < TM * TN) v = lane == j ? acc[i0 + j] : v;
+    uint i = i0 + lane, t = i / TN, n = i % TN;
+    uint r = r0 + t, m = m0 + n * ms;
+    if (i < TM * TN && r < pc.R && m < sM) y[sYoff + r * sLdy + m] = v;
   }
 }
 
