@@ -324,7 +324,7 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
           ++i;
           continue;
         }
-        if (fuses_set_rows(n, next)) {
+        if (fuses_set_rows(*this, n, next)) {
           record_set_rows(e, &next);
           ++i;
           continue;

@@ -20,6 +20,9 @@ KernelPolicy choose_policy(const DeviceInfo& d) {
   p.texel_reach = d.max_texel_elements * 16;
   if (const char* r = std::getenv("KILN_VULKAN_TEXEL_REACH"); r && *r)
     p.texel_reach = std::min<uint64_t>(p.texel_reach, std::max<uint64_t>(std::strtoull(r, nullptr, 10), 1024));
+  p.storage_reach = d.max_storage_range;
+  if (const char* r = std::getenv("KILN_VULKAN_STORAGE_REACH"); r && *r)
+    p.storage_reach = std::min<uint64_t>(p.storage_reach, std::max<uint64_t>(std::strtoull(r, nullptr, 10), 4096));
   return p;
 }
 

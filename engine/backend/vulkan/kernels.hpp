@@ -30,6 +30,10 @@ struct KernelPolicy {
   /** Bytes one texel binding can reach (maxTexelBufferElements x 16-byte texels). Weights beyond
    *  it are processed in row blocks. KILN_VULKAN_TEXEL_REACH lowers it (tests of the split). */
   uint64_t texel_reach = 0;
+  /** Bytes one storage binding reaches (maxStorageBufferRange: 128 MiB on lavapipe). SET_ROWS
+   *  writes a larger destination (a big KV cache) in windows. KILN_VULKAN_STORAGE_REACH lowers it
+   *  for tests. */
+  uint64_t storage_reach = 0;
 
   /** R activation rows, K reduction length; operands' 16-byte alignment as computed by the op. */
   MatmulPlan matmul(backend::DType w, int64_t R, int64_t M, int64_t K, bool operands_aligned, bool moe) const;

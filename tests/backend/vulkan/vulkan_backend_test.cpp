@@ -18,6 +18,7 @@
 #include "backend/backend.hpp"
 #include "backend/cpu/common.hpp"
 #include "backend/vulkan/device.hpp"
+#include "core/half.hpp"
 #include "graph/ops.hpp"
 
 namespace kiln::test {
@@ -743,6 +744,58 @@ TEST(Vulkan, RmsNormThenRopeRunAsOneDispatchWithTheSameBits) {
       }
     }
   }
+}
+
+TEST(Vulkan, SetRowsIntoACacheBeyondOneStorageBinding) {
+  // A KV cache larger than one storage binding (128 MiB on lavapipe: a few sequences of long
+  // context) is written in windows of rows (ops/data.cpp): rows on both sides of every window
+  // edge land where they belong, nothing else changes, and a slot past the end is still an error.
+  // With a V write behind it the pair is not fused, and both writes happen.
+  REQUIRE_VULKAN(dev);
+  const uint64_t reach = dev->policy().storage_reach;
+  if (reach > (uint64_t{512} << 20)) GTEST_SKIP() << "storage bindings reach " << reach << " bytes here";
+  const int64_t D = 1024, R = static_cast<int64_t>((reach + (uint64_t{8} << 20)) / (D * 2));  // f16 rows
+  auto cache = dev->allocate(static_cast<size_t>(R * D * 2), backend::BufferUsage::state);
+  const int64_t per = static_cast<int64_t>((reach - 256) / (D * 2));  // rows per window
+  const std::vector<int32_t> slot_ids = {0, static_cast<int32_t>(per - 1), static_cast<int32_t>(per), -1,
+                                         static_cast<int32_t>(R - 1)};
+  const int64_t N = static_cast<int64_t>(slot_ids.size());
+  std::vector<float> rows(static_cast<size_t>(N * D));
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i % 1000) * 0.25f - 100.0f;  // exact in f16
+  Bufs b;
+  auto tr = b.make(*dev, TensorDesc(DType::f32, {N, D}), rows.data());
+  auto ts = b.make(*dev, TensorDesc(DType::i32, {N}), slot_ids.data());
+  const backend::TensorRef kc{cache.get(), 0, TensorDesc(DType::f16, {R, D})};
+  std::vector<float> vrows(static_cast<size_t>(N * 8), 3.0f);
+  auto tv = b.make(*dev, TensorDesc(DType::f32, {N, 8}), vrows.data());
+  auto vc = b.make(*dev, TensorDesc(DType::f16, {R, 8}));
+  std::vector<uint16_t> marker(static_cast<size_t>(D), 0x7777);
+  for (int64_t r : {int64_t{1}, per - 2, per + 1, R - 2})
+    cache->upload(static_cast<size_t>(r * D * 2), marker.data(), D * 2);
+  backend::BoundGraph g;
+  g.nodes = {node(KILN_OP_SET_ROWS, {kc, tr, ts}, kc), node(KILN_OP_SET_ROWS, {vc, tv, ts}, vc)};
+  dev->compute(g);
+  EXPECT_GE(dev->last_dispatches(), 3u);  // two K windows and the V write
+  std::vector<uint16_t> got(static_cast<size_t>(D));
+  for (size_t k = 0; k < slot_ids.size(); ++k) {
+    if (slot_ids[k] < 0) continue;
+    cache->download(static_cast<size_t>(slot_ids[k]) * D * 2, got.data(), D * 2);
+    for (int64_t e = 0; e < D; ++e)
+      ASSERT_EQ(f16_to_f32(got[static_cast<size_t>(e)]), rows[static_cast<size_t>(static_cast<int64_t>(k) * D + e)])
+          << "slot " << slot_ids[k] << " element " << e;
+  }
+  for (int64_t r : {int64_t{1}, per - 2, per + 1, R - 2}) {
+    cache->download(static_cast<size_t>(r * D * 2), got.data(), D * 2);
+    EXPECT_EQ(got, marker) << "row " << r << " changed";
+  }
+  std::vector<uint16_t> v(8);
+  vc.buffer->download(vc.offset + static_cast<size_t>(R - 1) * 16, v.data(), 16);
+  EXPECT_EQ(f16_to_f32(v[7]), 3.0f);
+  const std::vector<int32_t> bad_ids = {0, static_cast<int32_t>(R), -1, 5, 6};
+  auto tb = b.make(*dev, TensorDesc(DType::i32, {N}), bad_ids.data());
+  backend::BoundGraph gb;
+  gb.nodes = {node(KILN_OP_SET_ROWS, {kc, tr, tb}, kc)};
+  EXPECT_THROW(dev->compute(gb), BackendError);
 }
 
 TEST(Vulkan, QAndKNormRopePairsRunAsOneDispatchWithTheSameBits) {

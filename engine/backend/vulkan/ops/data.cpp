@@ -44,7 +44,7 @@ bool set_rows_shape(const backend::Node& n, int64_t& N, int64_t& D, int64_t& R) 
 
 }  // namespace
 
-bool fuses_set_rows(const backend::Node& a, const backend::Node& b) {
+bool fuses_set_rows(VulkanDevice& dev, const backend::Node& a, const backend::Node& b) {
   if (a.op != KILN_OP_SET_ROWS || b.op != KILN_OP_SET_ROWS || a.n_src < 3 || b.n_src < 3) return false;
   int64_t N, D, R, N2, D2, R2;
   if (!set_rows_shape(a, N, D, R) || !set_rows_shape(b, N2, D2, R2)) return false;
@@ -56,7 +56,11 @@ bool fuses_set_rows(const backend::Node& a, const backend::Node& b) {
   for (const backend::TensorRef* w : {&a.src[0], &b.src[0]})
     for (const backend::TensorRef* r : {&a.src[1], &b.src[1], &s})
       if (overlap(*w, *r)) return false;
-  return !overlap(a.src[0], b.src[0]);
+  if (overlap(a.src[0], b.src[0])) return false;
+  // Each destination in one binding (record_set_rows windows a larger one, unfused).
+  for (const backend::TensorRef* d : {&a.src[0], &b.src[0]})
+    if (d->offset - OpEnv::base(*d) + d->desc.bytes() > dev.policy().storage_reach) return false;
+  return true;
 }
 
 void record_set_rows(const OpEnv& e, const backend::Node* second) {
@@ -68,24 +72,41 @@ void record_set_rows(const OpEnv& e, const backend::Node* second) {
   if (D && dst.desc.numel() % D) e.fail("destination rows do not match the row size");
   if (!N || !D) return;
   const DType dt = dst.desc.dtype;
-  uint32_t mode = dt == DType::f32 ? 0u : dt == DType::f16 ? 1u : 2u;
+  const uint32_t mode = dt == DType::f32 ? 0u : dt == DType::f16 ? 1u : 2u, es = mode ? 2 : 4;
   const Pipeline& p = e.pipeline("set_rows", std::vector<Bind>(8, Bind::storage), {mode, second ? 1u : 0u});
   Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 4, 4};  // idempotent flag: no hazard
-  std::vector<uint32_t> push = {u32(N), u32(D), u32(R), e.off(rows, 4), e.off(slots, 4), e.off(dst, mode ? 2 : 4), 0,
-                                0,      0,      0};
-  // Without a second write, its bindings repeat this one's (never touched).
-  Arg rows2 = e.ssbo(rows), e32 = e.ssbo(dst, true), e16 = e.ssbo(dst, true);
+  std::vector<uint32_t> push = {u32(N), u32(D), u32(R), e.off(rows, 4), e.off(slots, 4), e.off(dst, es), 0, 0,
+                                0,      0,      0,      u32(R)};
   uint64_t items = static_cast<uint64_t>(N * D);
-  if (second) {  // fuses_set_rows checked shapes, slots and overlaps
-    const backend::TensorRef &dst2 = second->src[0], &r2 = second->src[1];
-    const int64_t D2 = r2.desc.numel() / N;
-    push[6] = u32(D2), push[7] = u32(dst2.desc.numel() / D2), push[8] = e.off(r2, 4);
-    push[9] = e.off(dst2, mode ? 2 : 4);
-    rows2 = e.ssbo(r2), e32 = e.ssbo(dst2, true), e16 = e.ssbo(dst2, true);
-    items += static_cast<uint64_t>(N * D2);
+  const uint64_t reach = e.dev.policy().storage_reach, row_bytes = static_cast<uint64_t>(D) * es;
+  if (second || dst.offset - OpEnv::base(dst) + dst.desc.bytes() <= reach) {
+    // Without a second write, its bindings repeat this one's (never touched).
+    Arg rows2 = e.ssbo(rows), e32 = e.ssbo(dst, true), e16 = e.ssbo(dst, true);
+    if (second) {  // fuses_set_rows checked shapes, slots, overlaps and reach
+      const backend::TensorRef &dst2 = second->src[0], &r2 = second->src[1];
+      const int64_t D2 = r2.desc.numel() / N;
+      push[6] = u32(D2), push[7] = u32(dst2.desc.numel() / D2), push[8] = e.off(r2, 4);
+      push[9] = e.off(dst2, es);
+      rows2 = e.ssbo(r2), e32 = e.ssbo(dst2, true), e16 = e.ssbo(dst2, true);
+      items += static_cast<uint64_t>(N * D2);
+    }
+    e.dispatch_items(p, {e.ssbo(rows), e.ssbo(slots), e.ssbo(dst, true), e.ssbo(dst, true), flags, rows2, e32, e16},
+                     push, items);
+    return;
   }
-  e.dispatch_items(p, {e.ssbo(rows), e.ssbo(slots), e.ssbo(dst, true), e.ssbo(dst, true), flags, rows2, e32, e16}, push,
-                   items);
+  // A destination beyond one binding (a large KV cache on lavapipe): windows of whole rows, each
+  // bound from its own 256-byte aligned base; every window's dispatch skips the other slots.
+  e.check_in_buffer(dst);
+  if (row_bytes + 256 > reach)
+    e.fail(fmt::format("a destination row of {} bytes exceeds a storage binding", row_bytes));
+  const int64_t per = static_cast<int64_t>((reach - 256) / row_bytes);
+  for (int64_t lo = 0; lo < R; lo += per) {
+    const int64_t hi = std::min(R, lo + per);
+    const uint64_t start = dst.offset + static_cast<uint64_t>(lo) * row_bytes, base = start / 256 * 256;
+    const Arg win{&e.alloc(dst), VK_FORMAT_UNDEFINED, true, start, static_cast<uint64_t>(hi - lo) * row_bytes, base};
+    push[5] = u32(static_cast<int64_t>((start - base) / es)), push[10] = u32(lo), push[11] = u32(hi);
+    e.dispatch_items(p, {e.ssbo(rows), e.ssbo(slots), win, win, flags, e.ssbo(rows), win, win}, push, items);
+  }
 }
 
 void record_data(const OpEnv& e) {

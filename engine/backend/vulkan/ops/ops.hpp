@@ -91,7 +91,7 @@ void record_data(const OpEnv& e);  // GET_ROWS, SET_ROWS, SLICE, CONCAT
 void record_set_rows(const OpEnv& e, const backend::Node* second = nullptr);
 /** Whether two SET_ROWS with the same slots and destination dtype (a layer's K and V cache
  *  writes) can be one dispatch: no write overlaps the other's reads or write. */
-bool fuses_set_rows(const backend::Node& a, const backend::Node& b);
+bool fuses_set_rows(VulkanDevice& dev, const backend::Node& a, const backend::Node& b);
 void record_attention(const OpEnv& e);
 void record_recurrent(const OpEnv& e);  // CONV1D_CAUSAL, GATED_DELTA
 void record_moe(const OpEnv& e);        // TOP_K, MOE_WEIGHTS, MOE_SUM

@@ -3,6 +3,9 @@
 // nearest even like the CPU reference. slot -1 skips. One invocation per element.
 // PAIR: a second SET_ROWS with the same slots and destination dtype (a layer's K and V cache
 // writes) runs in the same dispatch: invocations from N·D on write rows2 into dst2.
+// A destination beyond one storage binding's reach (a large KV cache on lavapipe: 128 MiB) is
+// written in windows of rows [row_lo, row_hi), one dispatch each bound at its window; slots
+// outside the window are left to the other dispatches.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 layout(local_size_x = 64) in;
@@ -21,6 +24,7 @@ layout(push_constant) uniform PC {
   uint N, D, R;
   uint rows_off, slots_off, dst_off;  // dst_off in elements of the destination dtype
   uint D2, R2, rows_off2, dst_off2;   // PAIR: the second write
+  uint row_lo, row_hi;                // rows of dst this dispatch writes (dst_off is row_lo's)
 } pc;
 
 uint f32_to_f16(float f) {  // the CPU reference's conversion, bit for bit
@@ -60,8 +64,9 @@ void main() {
     else e16[at] = uint16_t(DT == 1u ? f32_to_f16(v) : f32_to_bf16(v));
     return;
   }
+  if (uint(slot) < pc.row_lo || uint(slot) >= pc.row_hi) return;
   float v = rows[pc.rows_off + i];
-  uint at = pc.dst_off + uint(slot) * D + e;
+  uint at = pc.dst_off + (uint(slot) - pc.row_lo) * D + e;
   if (DT == 0u) d32[at] = v;
   else d16[at] = uint16_t(DT == 1u ? f32_to_f16(v) : f32_to_bf16(v));
 }
