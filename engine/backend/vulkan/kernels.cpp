@@ -56,7 +56,11 @@ MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] in
     // 151936x1024 24.1 vs 25.5 ms. bf16 on the decode shapes of a 0.6B model, 64 GEMVs in one
     // graph, three alternating runs: TN 16 4096x1024 0.48-0.50 ms vs TN 8 0.57-0.58, 8192x1024
     // 0.95-1.01 vs 1.09-1.10, 1024x2048 0.29 vs 0.31-0.32; q8_0 0.61-0.62 vs 0.68-0.70 on 4096x1024.
-    m.tn = moe ? 4 : w == backend::DType::f16 ? 12 : w == backend::DType::f32 ? 8 : 16;
+    // f16 went 12 -> 16 once matmul.comp's redo stopped unrolling over the tile (fewer live
+    // registers): best of two alternating runs, TN 12 / 16, 4096x1024 0.64-0.72 / 0.60-0.63 ms,
+    // 6144x1024 0.97-0.98 / 0.88-0.96, 1024x2048 0.39-0.41 / 0.34-0.36, 151936x1024 19.3-19.5
+    // both; before that change TN 16 spilled (16384x1024: 3.66 vs 2.60 ms).
+    m.tn = moe ? 4 : w == backend::DType::f32 ? 8 : 16;
     // 2-7 rows: one TM = R tile (TN 8: 16 spilled); each new R is a pipeline variant (its cold
     // lavapipe JIT is paid the first time a batch of that size runs). GEMV 4096x1024, three alternating runs, best
     // ms, R tiles of one row / TM = R with TN 4 / TN 8: bf16 R=2 0.86-1.54 / 0.88-0.95 / 0.69-0.75,
