@@ -433,6 +433,40 @@ TEST(Vulkan, PreparedHalfWeightRangesAreTracked) {
   EXPECT_TRUE(vb->half_clean(1088, 960));
 }
 
+TEST(Vulkan, MatmulKBeyondTheLoopBudgetIsAnError) {
+  // matmul.comp's f16 redo walks the lane's K chunks once per tile row, so on llvmpipe (loops end
+  // after 65535 passes) a very long K would silently stop early: it is refused instead, and a K
+  // just inside runs and matches the CPU reference.
+  REQUIRE_VULKAN(dev);
+  const uint32_t budget = dev->policy().loop_budget;
+  if (!budget) GTEST_SKIP() << "no loop budget on this device";
+  Device* cpu = backend::Registry::instance().find("cpu");
+  ASSERT_NE(cpu, nullptr);
+  const uint64_t sg = dev->context().info().subgroup_size, tn = 16;
+  const int64_t k_max = static_cast<int64_t>((budget - tn - 8) / (tn + 2) * sg * 8);  // passes within budget
+  for (int64_t K : {k_max / 64 * 64, k_max + 64 * static_cast<int64_t>(sg)}) {
+    std::vector<float> w(static_cast<size_t>(K)), x(static_cast<size_t>(K));
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = std::sin(static_cast<float>(i) * 0.01f) * 0.1f, x[i] = std::cos(static_cast<float>(i) * 0.013f);
+    auto run = [&](Device& d) {
+      OpGraph g;
+      g.output(g.op(KILN_OP_MATMUL, {g.f32_values({1, K}, x), g.weight_values(DType::f16, {1, K}, w)}));
+      return g.run(d)[0].f;
+    };
+    if (K > k_max) {
+      try {
+        run(*dev);
+        FAIL() << "K " << K << " should exceed the loop budget";
+      } catch (const BackendError& e) {
+        EXPECT_NE(std::string(e.what()).find("loop passes"), std::string::npos) << e.what();
+      }
+    } else {
+      const float got = run(*dev)[0], ref = run(*cpu)[0];
+      EXPECT_NEAR(got, ref, 1e-3 * (1 + std::fabs(ref))) << "K " << K;
+    }
+  }
+}
+
 TEST(Vulkan, AttentionKeyLimitOfTheLoopBudget) {
   // llvmpipe ends a shader's loops after 65535 iterations per invocation, silently. Attention
   // computes how many keys an invocation can visit (attention_max_keys): a sequence of exactly
@@ -754,8 +788,10 @@ TEST(Vulkan, SetRowsIntoACacheBeyondOneStorageBinding) {
   REQUIRE_VULKAN(dev);
   const uint64_t reach = dev->policy().storage_reach;
   if (reach > (uint64_t{512} << 20)) GTEST_SKIP() << "storage bindings reach " << reach << " bytes here";
-  const int64_t D = 1024, R = static_cast<int64_t>((reach + (uint64_t{8} << 20)) / (D * 2));  // f16 rows
-  auto cache = dev->allocate(static_cast<size_t>(R * D * 2), backend::BufferUsage::state);
+  // f16 rows of 2000 bytes at offset 512: windows start off the 256-byte binding bases.
+  const int64_t D = 1000, R = static_cast<int64_t>((reach + (uint64_t{8} << 20)) / (D * 2));
+  const size_t at0 = 512;
+  auto cache = dev->allocate(at0 + static_cast<size_t>(R * D * 2), backend::BufferUsage::state);
   const int64_t per = static_cast<int64_t>((reach - 256) / (D * 2));  // rows per window
   const std::vector<int32_t> slot_ids = {0, static_cast<int32_t>(per - 1), static_cast<int32_t>(per), -1,
                                          static_cast<int32_t>(R - 1)};
@@ -765,13 +801,13 @@ TEST(Vulkan, SetRowsIntoACacheBeyondOneStorageBinding) {
   Bufs b;
   auto tr = b.make(*dev, TensorDesc(DType::f32, {N, D}), rows.data());
   auto ts = b.make(*dev, TensorDesc(DType::i32, {N}), slot_ids.data());
-  const backend::TensorRef kc{cache.get(), 0, TensorDesc(DType::f16, {R, D})};
+  const backend::TensorRef kc{cache.get(), at0, TensorDesc(DType::f16, {R, D})};
   std::vector<float> vrows(static_cast<size_t>(N * 8), 3.0f);
   auto tv = b.make(*dev, TensorDesc(DType::f32, {N, 8}), vrows.data());
   auto vc = b.make(*dev, TensorDesc(DType::f16, {R, 8}));
   std::vector<uint16_t> marker(static_cast<size_t>(D), 0x7777);
   for (int64_t r : {int64_t{1}, per - 2, per + 1, R - 2})
-    cache->upload(static_cast<size_t>(r * D * 2), marker.data(), D * 2);
+    cache->upload(at0 + static_cast<size_t>(r * D * 2), marker.data(), D * 2);
   backend::BoundGraph g;
   g.nodes = {node(KILN_OP_SET_ROWS, {kc, tr, ts}, kc), node(KILN_OP_SET_ROWS, {vc, tv, ts}, vc)};
   dev->compute(g);
@@ -779,13 +815,13 @@ TEST(Vulkan, SetRowsIntoACacheBeyondOneStorageBinding) {
   std::vector<uint16_t> got(static_cast<size_t>(D));
   for (size_t k = 0; k < slot_ids.size(); ++k) {
     if (slot_ids[k] < 0) continue;
-    cache->download(static_cast<size_t>(slot_ids[k]) * D * 2, got.data(), D * 2);
+    cache->download(at0 + static_cast<size_t>(slot_ids[k]) * D * 2, got.data(), D * 2);
     for (int64_t e = 0; e < D; ++e)
       ASSERT_EQ(f16_to_f32(got[static_cast<size_t>(e)]), rows[static_cast<size_t>(static_cast<int64_t>(k) * D + e)])
           << "slot " << slot_ids[k] << " element " << e;
   }
   for (int64_t r : {int64_t{1}, per - 2, per + 1, R - 2}) {
-    cache->download(static_cast<size_t>(r * D * 2), got.data(), D * 2);
+    cache->download(at0 + static_cast<size_t>(r * D * 2), got.data(), D * 2);
     EXPECT_EQ(got, marker) << "row " << r << " changed";
   }
   std::vector<uint16_t> v(8);

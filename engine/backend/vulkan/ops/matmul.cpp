@@ -62,6 +62,23 @@ uint32_t half_clean(const backend::TensorRef& w) {
              : 0u;
 }
 
+// llvmpipe ends a shader's loops after 65535 passes per invocation, silently (kernels.hpp
+// loop_budget). matmul.comp's passes: the lane's K chunks, the K % 8 tail, and for f16 the exact
+// redo, which walks the chunks once per tile row. Realistic K is far inside (f16 TN 16 on
+// lavapipe: K up to ~200K); past it the result would be wrong, so it is an error.
+void check_loop_budget(const OpEnv& e, DType wt, const MatmulPlan& plan, int64_t K) {
+  const uint32_t budget = e.dev.policy().loop_budget;
+  if (!budget) return;
+  const uint64_t per = backend::is_quantized(wt) ? 32 : 8;
+  const uint64_t chunks = (static_cast<uint64_t>(K) / per + plan.local_size - 1) / plan.local_size;
+  const uint64_t passes = chunks * (wt == DType::f16 ? plan.tn + 2u : 1u) + plan.tn + 8;
+  if (passes > budget)
+    e.fail(
+        fmt::format("K = {} needs {} loop passes per invocation; this device ends loops after {} (llvmpipe): "
+                    "use a GPU or split K",
+                    K, passes, budget));
+}
+
 }  // namespace
 
 size_t fusable_matmuls(VulkanDevice& dev, const std::vector<backend::Node>& nodes, size_t i) {
@@ -151,6 +168,7 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
     }
     const uint64_t wbase = OpEnv::base({nullptr, wlo, {}}), ybase = OpEnv::base({nullptr, ylo, {}});
     MatmulPlan plan = e.dev.policy().matmul(wt, R, M, K, aligned, false);
+    check_loop_budget(e, wt, plan, K);
     const uint64_t block_rows = static_cast<uint64_t>(plan.tn) * plan.row_stride;
     MatmulPush push{};
     push.R = u32(R), push.M = u32(M), push.K = u32(K), push.x_off = e.off(x, 4);
@@ -203,6 +221,7 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
     bool aligned = x.offset % 16 == 0 && K % 8 == 0;
     if (!quant) aligned = aligned && ws.offset % 16 == 0;
     MatmulPlan plan = e.dev.policy().matmul(wt, R, mb, K, aligned, moe);
+    check_loop_budget(e, wt, plan, K);
     std::vector<Arg> args = {e.tex(x, xf), e.tex(ws, wf), moe ? e.ssbo(n.src[2]) : e.ssbo(x), e.ssbo(ys, true), flags};
     const Pipeline& p = e.pipeline(
         shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode, half_clean(ws)});
