@@ -278,6 +278,33 @@ void run_small_ops(backend::Device& dev, int chain, int reps) {
     }
     print_small_op("ATTENTION f16 decode", "kv " + std::to_string(kv), time_per_node(dev, g, reps));
   }
+  // The gated delta rule of a Qwen3.5-sized linear-attention layer (16 key / 32 value heads of
+  // 128, one state slot): one decode token, and a 256-token prefill (µs per call).
+  for (int64_t N : {1, 256}) {
+    const int64_t Hk = 16, Hv = 32, Dh = 128;
+    std::vector<float> in(static_cast<size_t>(N * Hv * Dh));
+    for (size_t i = 0; i < in.size(); ++i) in[i] = 0.05f * static_cast<float>(i % 41) - 1.0f;
+    std::vector<float> gate(static_cast<size_t>(N * Hv), -0.1f), beta(static_cast<size_t>(N * Hv), 0.5f);
+    std::vector<int32_t> seq = {0, static_cast<int32_t>(N), static_cast<int32_t>(N), 0};
+    auto qk = buf(N * Hk * Dh * 4, in.data()), v = buf(N * Hv * Dh * 4, in.data());
+    auto gb = buf(N * Hv * 4, gate.data()), bb = buf(N * Hv * 4, beta.data()), sb = buf(16, seq.data());
+    auto st = buf(Hv * Dh * Dh * 4, nullptr), out = buf(N * Hv * Dh * 4, nullptr);
+    backend::BoundGraph g;
+    for (int i = 0; i < (N == 1 ? chain / 8 : 4); ++i) {
+      backend::Node node;
+      node.op = KILN_OP_GATED_DELTA;
+      node.n_src = 7;
+      node.src[0] = node.src[1] = {qk.get(), 0, backend::TensorDesc(DType::f32, {N, Hk, Dh})};
+      node.src[2] = {v.get(), 0, backend::TensorDesc(DType::f32, {N, Hv, Dh})};
+      node.src[3] = {gb.get(), 0, backend::TensorDesc(DType::f32, {N, Hv})};
+      node.src[4] = {bb.get(), 0, backend::TensorDesc(DType::f32, {N, Hv})};
+      node.src[5] = {st.get(), 0, backend::TensorDesc(DType::f32, {1, Hv, Dh, Dh})};
+      node.src[6] = {sb.get(), 0, backend::TensorDesc(DType::i32, {1, 4})};
+      node.dst = {out.get(), 0, backend::TensorDesc(DType::f32, {N, Hv, Dh})};
+      g.nodes.push_back(node);
+    }
+    print_small_op("GATED_DELTA (Qwen3.5 layer)", "tokens " + std::to_string(N), time_per_node(dev, g, reps));
+  }
 }
 
 }  // namespace

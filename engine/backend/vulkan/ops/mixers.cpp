@@ -116,17 +116,19 @@ void record_recurrent(const OpEnv& e) {
   if (Hk == 0 || Hv % Hk || st.desc.ne[1] != Hv || st.desc.ne[2] != Dk || st.desc.ne[3] != Dv)
     e.fail("state / head shapes do not match");
   if (!S) return;
-  const Pipeline& p = e.pipeline("gated_delta", std::vector<Bind>(8, Bind::storage), {});
+  std::vector<Bind> binds(8, Bind::storage);
+  binds[0] = binds[1] = Bind::texel;
+  const Pipeline& p = e.pipeline("gated_delta", binds, {});
   // Rounds of tokens (the state carries over through `st`): an invocation loops 2·Dk times per
   // token plus 2·Dk for the state.
   const int64_t N = q.desc.ne[0], per = tokens_per_round(e, N, 2 * Dk + 2, 2 * Dk);
   for (int64_t t0 = 0; t0 < std::max<int64_t>(N, 1); t0 += per)
-    e.dispatch_items(
-        p,
-        {e.ssbo(q), e.ssbo(k), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(st, true), e.ssbo(seqs), e.ssbo(n.dst, true)},
-        {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, 4), e.off(k, 4), e.off(v, 4), e.off(g, 4), e.off(beta, 4),
-         e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4), u32(t0), u32(per)},
-        static_cast<uint64_t>(S * Hv * Dv));
+    e.dispatch_items(p,
+                     {e.tex(q, VK_FORMAT_R32_SFLOAT), e.tex(k, VK_FORMAT_R32_SFLOAT), e.ssbo(v), e.ssbo(g),
+                      e.ssbo(beta), e.ssbo(st, true), e.ssbo(seqs), e.ssbo(n.dst, true)},
+                     {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, 4), e.off(k, 4), e.off(v, 4), e.off(g, 4),
+                      e.off(beta, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4), u32(t0), u32(per)},
+                     static_cast<uint64_t>(S * Hv * Dv));
 }
 
 void record_moe(const OpEnv& e) {
