@@ -118,7 +118,9 @@ void record_recurrent(const OpEnv& e) {
   if (!S) return;
   std::vector<Bind> binds(8, Bind::storage);
   binds[0] = binds[1] = Bind::texel;
-  const Pipeline& p = e.pipeline("gated_delta", binds, {});
+  // DK specialized (vulkan_supports keeps Dk <= 256): unrolled state loops (gated_delta.comp). The
+  // rounds below still count the loops as if they ran, which is safe if a driver does not unroll.
+  const Pipeline& p = e.pipeline("gated_delta", binds, {static_cast<uint32_t>(Dk <= 256 ? Dk : 0)});
   // Rounds of tokens (the state carries over through `st`): an invocation loops 2·Dk times per
   // token plus 2·Dk for the state.
   const int64_t N = q.desc.ne[0], per = tokens_per_round(e, N, 2 * Dk + 2, 2 * Dk);

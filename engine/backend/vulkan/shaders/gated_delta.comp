@@ -7,10 +7,16 @@
 // sequence's tokens [t_begin, t_begin + t_count): the host splits long prefills into rounds that
 // carry the state through `st`, because llvmpipe ends loops after 65535 iterations per invocation
 // (KernelPolicy::loop_budget).
-// bench_ops "GATED_DELTA (Qwen3.5 layer)", 32 value heads of 128: q/k through texel views instead of
-// SSBOs took a decode token 2.38 -> 1.90 ms and a 256-token prefill 348 -> 211 ms per layer on
-// lavapipe. Workgroups of one head (uniform q/k addresses) made no difference there.
+// bench_ops "GATED_DELTA (Qwen3.5 layer)", 32 value heads of 128, per layer on lavapipe: q/k
+// through texel views instead of SSBOs took a decode token 2.38 -> 1.90 ms and a 256-token
+// prefill 348 -> 211 ms; DK as a specialization constant then 1.90 -> 1.48 ms and 211 -> 64 ms.
+// Workgroups of one head (uniform q/k addresses) made no difference there.
+#extension GL_EXT_control_flow_attributes : enable
 layout(local_size_x = 64) in;
+// DK: the key head dim as a specialization constant (0: read pc.Dk). With it the loops over the
+// state column unroll and col[] is indexed statically, so lavapipe keeps it in registers and
+// stack slots instead of a per-lane gather/scatter array.
+layout(constant_id = 0) const uint DK = 0;
 const uint MAXDK = 256u;
 
 // q and k through R32F texel views: lavapipe runs an SSBO load as a loop over the lanes, a texel
@@ -40,24 +46,25 @@ void main() {
   uint t_lo = pc.t_begin, t_hi = min(q_len, pc.t_begin + pc.t_count);
   if (t_lo >= t_hi) return;  // this round has none of the sequence's tokens: state untouched
   uint sb = pc.st_off + (slot * pc.Hv + h) * pc.Dk * pc.Dv + dv;
-  float col[MAXDK];
-  for (uint d = 0u; d < pc.Dk; ++d) col[d] = st[sb + d * pc.Dv];
+  const uint Dk = DK != 0u ? DK : pc.Dk;
+  float col[DK != 0u ? DK : MAXDK];
+  [[unroll]] for (uint d = 0u; d < Dk; ++d) col[d] = st[sb + d * pc.Dv];
   for (uint t = t_lo; t < t_hi; ++t) {
     uint n = q_start + t;
-    uint kb = pc.k_off + (n * pc.Hk + hk) * pc.Dk, qb = pc.q_off + (n * pc.Hk + hk) * pc.Dk;
+    uint kb = pc.k_off + (n * pc.Hk + hk) * Dk, qb = pc.q_off + (n * pc.Hk + hk) * Dk;
     float decay = exp(g[pc.g_off + n * pc.Hv + h]);
     float u = 0.0;
-    for (uint d = 0u; d < pc.Dk; ++d) {
+    [[unroll]] for (uint d = 0u; d < Dk; ++d) {
       col[d] *= decay;
       u += col[d] * texelFetch(Kt, int(kb + d)).x;
     }
     float delta = beta[pc.b_off + n * pc.Hv + h] * (v[pc.v_off + (n * pc.Hv + h) * pc.Dv + dv] - u);
     float out_v = 0.0;
-    for (uint d = 0u; d < pc.Dk; ++d) {
+    [[unroll]] for (uint d = 0u; d < Dk; ++d) {
       col[d] += texelFetch(Kt, int(kb + d)).x * delta;
       out_v += col[d] * texelFetch(Qt, int(qb + d)).x;
     }
     o[pc.o_off + (n * pc.Hv + h) * pc.Dv + dv] = out_v;
   }
-  for (uint d = 0u; d < pc.Dk; ++d) st[sb + d * pc.Dv] = col[d];
+  [[unroll]] for (uint d = 0u; d < Dk; ++d) st[sb + d * pc.Dv] = col[d];
 }
