@@ -340,6 +340,11 @@ std::vector<Case> cases_gated_delta() {
                  gated_delta(g, {{300, 300}, {1, 9}}, 1, 2, 128, 16, 0.088f, -0.2f,
                              params([](auto& p) { p.mode = KILN_DELTA_RECURRENT; }));
                }});
+  // A key dim that is not a multiple of 4: the Vulkan kernel's scalar q/k reads (not VEC).
+  c.push_back({"recurrent Hk2 Hv2 Dk18 Dv5", 5e-6, [](OpGraph& g) {
+                 gated_delta(g, {{7, 9}, {1, 3}}, 2, 2, 18, 5, 0.2f, -0.5f,
+                             params([](auto& p) { p.mode = KILN_DELTA_RECURRENT; }));
+               }});
   return c;
 }
 

@@ -120,16 +120,19 @@ void record_recurrent(const OpEnv& e) {
   binds[0] = binds[1] = Bind::texel;
   // DK specialized (vulkan_supports keeps Dk <= 256): unrolled state loops (gated_delta.comp). The
   // rounds below still count the loops as if they ran, which is safe if a driver does not unroll.
-  const Pipeline& p = e.pipeline("gated_delta", binds, {static_cast<uint32_t>(Dk <= 256 ? Dk : 0)});
+  const bool vec = Dk % 4 == 0 && q.offset % 16 == 0 && k.offset % 16 == 0;
+  const Pipeline& p = e.pipeline("gated_delta", binds, {static_cast<uint32_t>(Dk <= 256 ? Dk : 0), vec ? 1u : 0u});
+  const VkFormat qkf = vec ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT;
+  const uint32_t qke = vec ? 16 : 4;
   // Rounds of tokens (the state carries over through `st`): an invocation loops 2·Dk times per
   // token plus 2·Dk for the state.
   const int64_t N = q.desc.ne[0], per = tokens_per_round(e, N, 2 * Dk + 2, 2 * Dk);
   for (int64_t t0 = 0; t0 < std::max<int64_t>(N, 1); t0 += per)
     e.dispatch_items(p,
-                     {e.tex(q, VK_FORMAT_R32_SFLOAT), e.tex(k, VK_FORMAT_R32_SFLOAT), e.ssbo(v), e.ssbo(g),
-                      e.ssbo(beta), e.ssbo(st, true), e.ssbo(seqs), e.ssbo(n.dst, true)},
-                     {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, 4), e.off(k, 4), e.off(v, 4), e.off(g, 4),
-                      e.off(beta, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4), u32(t0), u32(per)},
+                     {e.tex(q, qkf), e.tex(k, qkf), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(st, true), e.ssbo(seqs),
+                      e.ssbo(n.dst, true)},
+                     {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(v, 4),
+                      e.off(g, 4), e.off(beta, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4), u32(t0), u32(per)},
                      static_cast<uint64_t>(S * Hv * Dv));
 }
 

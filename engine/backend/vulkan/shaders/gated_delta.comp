@@ -9,7 +9,8 @@
 // (KernelPolicy::loop_budget).
 // bench_ops "GATED_DELTA (Qwen3.5 layer)", 32 value heads of 128, per layer on lavapipe: q/k
 // through texel views instead of SSBOs took a decode token 2.38 -> 1.90 ms and a 256-token
-// prefill 348 -> 211 ms; DK as a specialization constant then 1.90 -> 1.48 ms and 211 -> 64 ms.
+// prefill 348 -> 211 ms; DK as a specialization constant then 1.90 -> 1.48 ms and 211 -> 64 ms;
+// VEC (4 dims per fetch) 1.48 -> 1.19 ms and 64 -> 37.5 ms.
 // Workgroups of one head (uniform q/k addresses) made no difference there.
 #extension GL_EXT_control_flow_attributes : enable
 layout(local_size_x = 64) in;
@@ -17,6 +18,9 @@ layout(local_size_x = 64) in;
 // state column unroll and col[] is indexed statically, so lavapipe keeps it in registers and
 // stack slots instead of a per-lane gather/scatter array.
 layout(constant_id = 0) const uint DK = 0;
+// VEC: q and k read as RGBA32F texels, 4 keys dims per fetch (DK % 4 == 0, 16-byte aligned; the
+// q/k offsets are then in texels). The arithmetic is the scalar path's, in the same order.
+layout(constant_id = 1) const bool VEC = false;
 const uint MAXDK = 256u;
 
 // q and k through R32F texel views: lavapipe runs an SSBO load as a loop over the lanes, a texel
@@ -51,18 +55,37 @@ void main() {
   [[unroll]] for (uint d = 0u; d < Dk; ++d) col[d] = st[sb + d * pc.Dv];
   for (uint t = t_lo; t < t_hi; ++t) {
     uint n = q_start + t;
-    uint kb = pc.k_off + (n * pc.Hk + hk) * Dk, qb = pc.q_off + (n * pc.Hk + hk) * Dk;
     float decay = exp(g[pc.g_off + n * pc.Hv + h]);
     float u = 0.0;
-    [[unroll]] for (uint d = 0u; d < Dk; ++d) {
-      col[d] *= decay;
-      u += col[d] * texelFetch(Kt, int(kb + d)).x;
-    }
-    float delta = beta[pc.b_off + n * pc.Hv + h] * (v[pc.v_off + (n * pc.Hv + h) * pc.Dv + dv] - u);
-    float out_v = 0.0;
-    [[unroll]] for (uint d = 0u; d < Dk; ++d) {
-      col[d] += texelFetch(Kt, int(kb + d)).x * delta;
-      out_v += col[d] * texelFetch(Qt, int(qb + d)).x;
+    float delta, out_v = 0.0;
+    if (VEC) {
+      uint kb = pc.k_off + (n * pc.Hk + hk) * (Dk / 4u), qb = pc.q_off + (n * pc.Hk + hk) * (Dk / 4u);
+      [[unroll]] for (uint d4 = 0u; d4 < Dk / 4u; ++d4) {
+        vec4 kk = texelFetch(Kt, int(kb + d4));
+        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+          col[4u * d4 + j] *= decay;
+          u += col[4u * d4 + j] * kk[j];
+        }
+      }
+      delta = beta[pc.b_off + n * pc.Hv + h] * (v[pc.v_off + (n * pc.Hv + h) * pc.Dv + dv] - u);
+      [[unroll]] for (uint d4 = 0u; d4 < Dk / 4u; ++d4) {
+        vec4 kk = texelFetch(Kt, int(kb + d4)), qq = texelFetch(Qt, int(qb + d4));
+        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+          col[4u * d4 + j] += kk[j] * delta;
+          out_v += col[4u * d4 + j] * qq[j];
+        }
+      }
+    } else {
+      uint kb = pc.k_off + (n * pc.Hk + hk) * Dk, qb = pc.q_off + (n * pc.Hk + hk) * Dk;
+      [[unroll]] for (uint d = 0u; d < Dk; ++d) {
+        col[d] *= decay;
+        u += col[d] * texelFetch(Kt, int(kb + d)).x;
+      }
+      delta = beta[pc.b_off + n * pc.Hv + h] * (v[pc.v_off + (n * pc.Hv + h) * pc.Dv + dv] - u);
+      [[unroll]] for (uint d = 0u; d < Dk; ++d) {
+        col[d] += texelFetch(Kt, int(kb + d)).x * delta;
+        out_v += col[d] * texelFetch(Qt, int(qb + d)).x;
+      }
     }
     o[pc.o_off + (n * pc.Hv + h) * pc.Dv + dv] = out_v;
   }
