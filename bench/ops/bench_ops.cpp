@@ -305,6 +305,28 @@ void run_small_ops(backend::Device& dev, int chain, int reps) {
     }
     print_small_op("GATED_DELTA (Qwen3.5 layer)", "tokens " + std::to_string(N), time_per_node(dev, g, reps));
   }
+  // The causal conv1d in front of it (8192 channels: q, k and v of those heads; kernel 4).
+  for (int64_t N : {1, 256}) {
+    const int64_t C = 8192, Kw = 4;
+    std::vector<float> in(static_cast<size_t>(N * C)), w(static_cast<size_t>(C * Kw), 0.25f);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = 0.05f * static_cast<float>(i % 41) - 1.0f;
+    std::vector<int32_t> seq = {0, static_cast<int32_t>(N), static_cast<int32_t>(N), 0};
+    auto xb = buf(N * C * 4, in.data()), wb = buf(C * Kw * 4, w.data()), sb = buf(16, seq.data());
+    auto st = buf((Kw - 1) * C * 4, nullptr), out = buf(N * C * 4, nullptr);
+    backend::BoundGraph g;
+    for (int i = 0; i < (N == 1 ? chain / 8 : 4); ++i) {
+      backend::Node node;
+      node.op = KILN_OP_CONV1D_CAUSAL;
+      node.n_src = 4;
+      node.src[0] = {xb.get(), 0, backend::TensorDesc(DType::f32, {N, C})};
+      node.src[1] = {wb.get(), 0, backend::TensorDesc(DType::f32, {C, Kw})};
+      node.src[2] = {st.get(), 0, backend::TensorDesc(DType::f32, {1, Kw - 1, C})};
+      node.src[3] = {sb.get(), 0, backend::TensorDesc(DType::i32, {1, 4})};
+      node.dst = {out.get(), 0, backend::TensorDesc(DType::f32, {N, C})};
+      g.nodes.push_back(node);
+    }
+    print_small_op("CONV1D_CAUSAL (Qwen3.5 layer)", "tokens " + std::to_string(N), time_per_node(dev, g, reps));
+  }
 }
 
 }  // namespace

@@ -96,13 +96,15 @@ void record_recurrent(const OpEnv& e) {
     const int64_t C = x.desc.ne[1], K = w.desc.ne[1], S = seqs.desc.ne[0];
     if (w.desc.ne[0] != C || st.desc.ne[1] != K - 1 || st.desc.ne[2] != C) e.fail("w / state do not match x");
     if (!S || !C) return;
+    // KS specialized (kernel sizes up to 16, vulkan_supports): unrolled window loops (conv1d.comp).
     const Pipeline& p =
-        e.pipeline("conv1d", {Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage}, {});
+        e.pipeline("conv1d", {Bind::texel, Bind::storage, Bind::storage, Bind::storage, Bind::storage}, {u32(K)});
     // Rounds of tokens (the state carries over through `st`): an invocation loops 2K times per
     // token, 3K for the state and weights.
     const int64_t N = x.desc.ne[0], per = tokens_per_round(e, N, 2 * K + 2, 3 * K);
     for (int64_t t0 = 0; t0 < std::max<int64_t>(N, 1); t0 += per)
-      e.dispatch_items(p, {e.ssbo(x), e.ssbo(w), e.ssbo(st, true), e.ssbo(seqs), e.ssbo(n.dst, true)},
+      e.dispatch_items(p,
+                       {e.tex(x, VK_FORMAT_R32_SFLOAT), e.ssbo(w), e.ssbo(st, true), e.ssbo(seqs), e.ssbo(n.dst, true)},
                        {u32(S), u32(C), u32(K), e.off(x, 4), e.off(w, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4),
                         u32(t0), u32(per)},
                        static_cast<uint64_t>(S * C));
