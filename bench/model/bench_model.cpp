@@ -146,11 +146,10 @@ int main(int argc, char** argv) {
     {
       model::HostOptions o;
       o.device = device;
-      o.cache.memory_bytes = 512ull << 20;
       o.kv_dtype = KILN_DTYPE_F16;
       o.max_seqs = static_cast<uint32_t>(seqs);
       o.max_context = static_cast<uint32_t>(prompt + decode + 10);
-      o.cache.memory_bytes = std::max<uint64_t>(o.cache.memory_bytes, (64ull << 20) * static_cast<uint64_t>(seqs));
+      o.cache.memory_bytes = std::max<uint64_t>(512ull << 20, (64ull << 20) * static_cast<uint64_t>(seqs));
       o.max_batch_tokens = static_cast<uint32_t>(prompt);
       auto host = model::ModelHost::open(path, registry, o);
       std::vector<int32_t> ids(static_cast<size_t>(prompt));

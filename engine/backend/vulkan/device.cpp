@@ -267,21 +267,20 @@ backend::Support VulkanDevice::supports_op(const backend::Node& node) const {
 
 void VulkanDevice::compute(const backend::BoundGraph& graph) {
   backend::check_supported(*this, graph);
-  for (const backend::Node& n : graph.nodes)
+  for (const backend::Node& n : graph.nodes) {
+    const int ws = graph::op_traits(n.op).writes_src;  // state updated in place (conv1d, delta rule)
     for (uint32_t i = 0; i <= n.n_src; ++i) {
       const backend::TensorRef& t = i < n.n_src ? n.src[i] : n.dst;
-      if (t.buffer && &t.buffer->device() != this)
+      if (!t.buffer) continue;
+      if (&t.buffer->device() != this)
         throw BackendError(BackendError::Kind::invalid,
                            fmt::format("[backend vulkan] {}: a tensor lives in a buffer of device '{}', not '{}'",
                                        backend::describe(n), t.buffer->device().info().name, info_.name));
+      // A kernel writing into prepared weights (never done by the model host, but legal) voids
+      // their clean mark before anything reads it.
+      if (i == n.n_src || static_cast<int>(i) == ws)
+        static_cast<VulkanBuffer*>(t.buffer)->written(t.offset, t.desc.bytes());
     }
-  // A kernel writing into prepared weights (never done by the model host, but legal) voids their
-  // clean mark before anything reads it.
-  for (const backend::Node& n : graph.nodes) {
-    if (n.dst.buffer) static_cast<VulkanBuffer*>(n.dst.buffer)->written(n.dst.offset, n.dst.desc.bytes());
-    const int ws = graph::op_traits(n.op).writes_src;  // state updated in place (conv1d, delta rule)
-    if (ws >= 0 && static_cast<uint32_t>(ws) < n.n_src && n.src[ws].buffer)
-      static_cast<VulkanBuffer*>(n.src[ws].buffer)->written(n.src[ws].offset, n.src[ws].desc.bytes());
   }
   std::lock_guard<std::mutex> lock(compute_mu_);
   if (!lost_.empty())

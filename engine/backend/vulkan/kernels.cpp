@@ -20,6 +20,13 @@ KernelPolicy choose_policy(const DeviceInfo& d) {
   p.texel_reach = d.max_texel_elements * 16;
   if (const char* r = std::getenv("KILN_VULKAN_TEXEL_REACH"); r && *r)
     p.texel_reach = std::min<uint64_t>(p.texel_reach, std::max<uint64_t>(std::strtoull(r, nullptr, 10), 1024));
+  auto knob = [](const char* name, int hi) -> uint32_t {
+    const char* t = std::getenv(name);
+    return t && *t ? static_cast<uint32_t>(std::clamp(std::atoi(t), 1, hi)) : 0u;
+  };
+  p.knob_matmul_tm = knob("KILN_VULKAN_MATMUL_TM", 16), p.knob_matmul_tn = knob("KILN_VULKAN_MATMUL_TN", 16);
+  p.knob_gemv_tm = knob("KILN_VULKAN_GEMV_TM", 16), p.knob_gemv_tn = knob("KILN_VULKAN_GEMV_TN", 16);
+  p.knob_gemv_stride = knob("KILN_VULKAN_GEMV_STRIDE", 64);
   p.storage_reach = d.max_storage_range;
   if (const char* r = std::getenv("KILN_VULKAN_STORAGE_REACH"); r && *r)
     p.storage_reach = std::min<uint64_t>(p.storage_reach, std::max<uint64_t>(std::strtoull(r, nullptr, 10), 4096));
@@ -77,16 +84,14 @@ MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] in
     m.tm = 8;
     m.tn = 8;
   }
-  // Tuning knobs (benchmarks only): KILN_VULKAN_MATMUL_TM / _TN for 8+ rows, KILN_VULKAN_GEMV_TM /
-  // _TN below.
+  // Tuning knobs (benchmarks only; parsed once in choose_policy).
   if (!moe && R >= 8) {
-    if (const char* t = std::getenv("KILN_VULKAN_MATMUL_TM"); t && *t) m.tm = std::clamp(std::atoi(t), 1, 16);
-    if (const char* t = std::getenv("KILN_VULKAN_MATMUL_TN"); t && *t) m.tn = std::clamp(std::atoi(t), 1, 16);
+    if (knob_matmul_tm) m.tm = knob_matmul_tm;
+    if (knob_matmul_tn) m.tn = knob_matmul_tn;
   }
   if (!moe && R < 8) {
-    if (const char* t = std::getenv("KILN_VULKAN_GEMV_TN"); t && *t) m.tn = std::clamp(std::atoi(t), 1, 16);
-    if (const char* t = std::getenv("KILN_VULKAN_GEMV_TM"); t && *t)
-      m.tm = static_cast<uint32_t>(std::clamp<int64_t>(std::atoi(t), 1, std::max<int64_t>(R, 1)));
+    if (knob_gemv_tn) m.tn = knob_gemv_tn;
+    if (knob_gemv_tm) m.tm = static_cast<uint32_t>(std::min<int64_t>(knob_gemv_tm, std::max<int64_t>(R, 1)));
   }
   if (cpu_device && !moe && R < 8) {
     // Rows shorter than four pages: a CPU's L2 stream prefetcher follows one forward stream per
@@ -96,8 +101,7 @@ MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] in
     // 42.6 -> 25-27 ms; 16384x1024: 4.3-6.0 -> 3.1-3.3 ms; 4096x4096 (8 KiB rows): 2.98 -> 2.78 ms median.
     const uint64_t row = std::max<uint64_t>(backend::row_bytes(w, K), 1);
     m.row_stride = static_cast<uint32_t>(std::clamp<uint64_t>((16384 + row - 1) / row, 1, 16));
-    if (const char* g = std::getenv("KILN_VULKAN_GEMV_STRIDE"); g && *g)
-      m.row_stride = static_cast<uint32_t>(std::clamp(std::atoi(g), 1, 64));
+    if (knob_gemv_stride) m.row_stride = knob_gemv_stride;
   }
   return m;
 }

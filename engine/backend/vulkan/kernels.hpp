@@ -34,6 +34,9 @@ struct KernelPolicy {
    *  writes a larger destination (a big KV cache) in windows. KILN_VULKAN_STORAGE_REACH lowers it
    *  for tests. */
   uint64_t storage_reach = 0;
+  /** Benchmark tuning knobs, read once from the environment (0: unset): KILN_VULKAN_MATMUL_TM /
+   *  _TN for 8+ rows, KILN_VULKAN_GEMV_TM / _TN / _STRIDE below. */
+  uint32_t knob_matmul_tm = 0, knob_matmul_tn = 0, knob_gemv_tm = 0, knob_gemv_tn = 0, knob_gemv_stride = 0;
 
   /** R activation rows, K reduction length; operands' 16-byte alignment as computed by the op. */
   MatmulPlan matmul(backend::DType w, int64_t R, int64_t M, int64_t K, bool operands_aligned, bool moe) const;

@@ -153,9 +153,9 @@ bool fuses_norm_rope_pair(VulkanDevice& dev, const backend::Node& n1, const back
   if (weighted) spans.push_back({&n1.src[1], &n2.src[1]});
   for (const auto& [p, q] : spans) {
     if (p->buffer != q->buffer) return false;
-    const uint64_t lo = std::min(p->offset, q->offset) / 256 * 256;
+    const uint64_t lo = OpEnv::base({nullptr, std::min(p->offset, q->offset), {}});
     const uint64_t hi = std::max(p->offset + p->desc.bytes(), q->offset + q->desc.bytes());
-    if (hi - lo > dev.context().info().max_storage_range) return false;
+    if (hi - lo > dev.policy().storage_reach) return false;
   }
   // Workgroups of the two run in any order: neither may write what the other reads or writes.
   std::vector<const backend::TensorRef*> reads1 = {&n1.src[0], &pa}, reads2 = {&n2.src[0], &pb};
@@ -228,25 +228,31 @@ void record_norm(const OpEnv& e, const backend::Node* add, const backend::Node* 
   }
   std::vector<Arg> args = {e.ssbo(xin), e.ssbo(w), e.ssbo(z), e.ssbo(n.dst, true), e.ssbo(sum, add != nullptr),
                            pos,         freq,      rot};
-  std::vector<uint32_t> push = {u32(rows),
-                                u32(D),
-                                e.off(xin, 4),
-                                e.off(w, 4),
-                                e.off(z, 4),
-                                e.off(n.dst, 4),
-                                fbits(n.params.eps),
-                                e.off(sum, 4),
-                                H,
-                                nd,
-                                nf,
-                                rope ? e.off(rope->src[1], 4) : 0u,
-                                rope ? e.off(rope->dst, 4) : 0u,
-                                u32(rows),
-                                1,
-                                0,
-                                0,
-                                0,
-                                0};
+  // norm.comp's push constants, field for field.
+  struct NormPush {
+    uint32_t rows, D, x_off, w_off, z_off, o_off, eps, sum_off;
+    uint32_t H, n_dims, n_freq, pos_off, r_off;           // ROPE
+    uint32_t rows_a, H2, x_off2, w_off2, o_off2, r_off2;  // PAIR: the second norm + RoPE
+  } pc{u32(rows),
+       u32(D),
+       e.off(xin, 4),
+       e.off(w, 4),
+       e.off(z, 4),
+       e.off(n.dst, 4),
+       fbits(n.params.eps),
+       e.off(sum, 4),
+       H,
+       nd,
+       nf,
+       rope ? e.off(rope->src[1], 4) : 0u,
+       rope ? e.off(rope->dst, 4) : 0u,
+       u32(rows),
+       1,
+       0,
+       0,
+       0,
+       0};
+  static_assert(sizeof(NormPush) == 19 * 4, "norm.comp reads 19 words of push constants");
   if (norm2) {  // fuses_norm_rope_pair checked shapes, buffers, reach and overlaps
     // x, w, o and r become one binding each over both tensors; offsets count from its base.
     auto span = [&](const backend::TensorRef& a, const backend::TensorRef& b, bool write, uint32_t& off_a,
@@ -254,25 +260,26 @@ void record_norm(const OpEnv& e, const backend::Node* add, const backend::Node* 
       e.check_in_buffer(a), e.check_in_buffer(b);
       const uint64_t lo = std::min(a.offset, b.offset),
                      hi = std::max(a.offset + a.desc.bytes(), b.offset + b.desc.bytes());
-      const uint64_t base = lo / 256 * 256;
+      const uint64_t base = OpEnv::base({nullptr, lo, {}});
       if ((a.offset - base) % 4 || (b.offset - base) % 4) e.fail("misaligned f32 tensors");
       off_a = u32(static_cast<int64_t>((a.offset - base) / 4)),
       off_b = u32(static_cast<int64_t>((b.offset - base) / 4));
       return Arg{&e.alloc(a), VK_FORMAT_UNDEFINED, write, lo, hi - lo, base};
     };
-    args[0] = span(x, norm2->src[0], false, push[2], push[15]);
-    if (has_w) args[1] = span(w, norm2->src[1], false, push[3], push[16]);
-    args[3] = span(n.dst, norm2->dst, true, push[5], push[17]);
-    args[7] = span(rope->dst, rope2->dst, true, push[12], push[18]);
+    args[0] = span(x, norm2->src[0], false, pc.x_off, pc.x_off2);
+    if (has_w) args[1] = span(w, norm2->src[1], false, pc.w_off, pc.w_off2);
+    args[3] = span(n.dst, norm2->dst, true, pc.o_off, pc.o_off2);
+    args[7] = span(rope->dst, rope2->dst, true, pc.r_off, pc.r_off2);
     args[2] = args[0];  // z and sum are unused (no fused ADD, not gated): repeat bound tensors
     args[4] = args[3];
-    push[7] = push[5];
-    push[0] = u32(all_rows);
-    push[14] = u32(rope2->src[0].desc.ne[1]);
+    pc.sum_off = pc.o_off;
+    pc.rows = u32(all_rows);
+    pc.H2 = u32(rope2->src[0].desc.ne[1]);
   }
+  const auto* words = reinterpret_cast<const uint32_t*>(&pc);
   const Pipeline& p =
       e.pipeline("norm", std::vector<Bind>(8, Bind::storage), {ls, mode, add ? 1u : 0u, rope_mode, norm2 ? 1u : 0u});
-  e.dispatch(p, args, push, gx, gy);
+  e.dispatch(p, args, std::vector<uint32_t>(words, words + sizeof(pc) / 4), gx, gy);
 }
 
 void record_rope(const OpEnv& e) {

@@ -66,11 +66,12 @@ bool fuses_set_rows(VulkanDevice& dev, const backend::Node& a, const backend::No
 void record_set_rows(const OpEnv& e, const backend::Node* second) {
   const backend::Node& n = e.node;
   const backend::TensorRef &dst = n.src[0], &rows = n.src[1], &slots = n.src[2];
-  const int64_t N = slots.desc.numel(), D = N ? rows.desc.numel() / N : 0;
-  const int64_t R = D ? dst.desc.numel() / D : 0;
-  if (N && rows.desc.numel() != N * D) e.fail("rows and slots disagree");
-  if (D && dst.desc.numel() % D) e.fail("destination rows do not match the row size");
-  if (!N || !D) return;
+  int64_t N, D, R;
+  if (!set_rows_shape(n, N, D, R)) {
+    if (N && rows.desc.numel() != N * D) e.fail("rows and slots disagree");
+    if (D && dst.desc.numel() % D) e.fail("destination rows do not match the row size");
+    return;  // nothing to write
+  }
   const DType dt = dst.desc.dtype;
   const uint32_t mode = dt == DType::f32 ? 0u : dt == DType::f16 ? 1u : 2u, es = mode ? 2 : 4;
   const Pipeline& p = e.pipeline("set_rows", std::vector<Bind>(8, Bind::storage), {mode, second ? 1u : 0u});
@@ -102,7 +103,7 @@ void record_set_rows(const OpEnv& e, const backend::Node* second) {
   const int64_t per = static_cast<int64_t>((reach - 256) / row_bytes);
   for (int64_t lo = 0; lo < R; lo += per) {
     const int64_t hi = std::min(R, lo + per);
-    const uint64_t start = dst.offset + static_cast<uint64_t>(lo) * row_bytes, base = start / 256 * 256;
+    const uint64_t start = dst.offset + static_cast<uint64_t>(lo) * row_bytes, base = OpEnv::base({nullptr, start, {}});
     const Arg win{&e.alloc(dst), VK_FORMAT_UNDEFINED, true, start, static_cast<uint64_t>(hi - lo) * row_bytes, base};
     push[5] = u32(static_cast<int64_t>((start - base) / es)), push[10] = u32(lo), push[11] = u32(hi);
     e.dispatch_items(p, {e.ssbo(rows), e.ssbo(slots), win, win, flags, e.ssbo(rows), win, win}, push, items);

@@ -89,11 +89,6 @@ uint sM, sWoff, sYoff, sLdy;
 
 float x1(uint i) { return texelFetch(X, int(i >> 2))[i & 3u]; }
 
-#if !defined(WT_QUANT)
-// Weight element e on the scalar paths (K % 8 tail, unaligned operands) as the vector path sees
-// it: w_scalar flushes f16 subnormals like f16x2, so both paths give the same bits.
-float w_elem(uint e) { return w_scalar(e); }
-#endif
 
 vec4 x4(uint row, uint e) {
   uint i = pc.x_off + row * pc.K + e;
@@ -135,14 +130,27 @@ void w8(uint wr, uint e, bool exact, out vec4 lo, out vec4 hi) {
     return;
   }
 #endif
-  lo = vec4(w_elem(i), w_elem(i + 1u), w_elem(i + 2u), w_elem(i + 3u));
-  hi = vec4(w_elem(i + 4u), w_elem(i + 5u), w_elem(i + 6u), w_elem(i + 7u));
+  lo = vec4(w_scalar(i), w_scalar(i + 1u), w_scalar(i + 2u), w_scalar(i + 3u));
+  hi = vec4(w_scalar(i + 4u), w_scalar(i + 5u), w_scalar(i + 6u), w_scalar(i + 7u));
 }
 #endif
 
 float acc[TM * TN];  // the tile's outputs, row-major (TM x TN)
 
 #if !defined(WT_QUANT)
+// a + w·x over one 8-element chunk: 8 chained FMAs (not 15 ops as two dot products), the one
+// chain every path uses, so the fast path, the redo and every tile give the same bits.
+float fma8(vec4 wl, vec4 wh, vec4 xl, vec4 xh, float a) {
+  a = fma(wl.x, xl.x, a);
+  a = fma(wl.y, xl.y, a);
+  a = fma(wl.z, xl.z, a);
+  a = fma(wl.w, xl.w, a);
+  a = fma(wh.x, xh.x, a);
+  a = fma(wh.y, xh.y, a);
+  a = fma(wh.z, xh.z, a);
+  return fma(wh.w, xh.w, a);
+}
+
 // One 8-element K-chunk of every output in the tile, added to acc in a fixed order.
 void chunk(uint c, uint xrow[TM], uint wr[TN], bool exact) {
   // Hold the TN weight chunks, stream the TM activation chunks: 8·TN + 8 + TM·TN live floats.
@@ -156,18 +164,7 @@ void chunk(uint c, uint xrow[TM], uint wr[TN], bool exact) {
       xh *= uintBitsToFloat(0x77800000u);
     }
 #endif
-    [[unroll]] for (uint n = 0u; n < TN; ++n) {
-      // 8 chained FMAs (15 ops as two dot products): the same chain in every tile.
-      float a = acc[t * TN + n];
-      a = fma(wl[n].x, xl.x, a);
-      a = fma(wl[n].y, xl.y, a);
-      a = fma(wl[n].z, xl.z, a);
-      a = fma(wl[n].w, xl.w, a);
-      a = fma(wh[n].x, xh.x, a);
-      a = fma(wh[n].y, xh.y, a);
-      a = fma(wh[n].z, xh.z, a);
-      acc[t * TN + n] = fma(wh[n].w, xh.w, a);
-    }
+    [[unroll]] for (uint n = 0u; n < TN; ++n) acc[t * TN + n] = fma8(wl[n], wh[n], xl, xh, acc[t * TN + n]);
   }
 }
 #endif
@@ -215,7 +212,8 @@ void tile(uint lane, uint SG, uint r0, uint m0, uint ms, uint xrow[TM], uint wba
   f16_special = 0u;
   // The redo walks one weight row at a time in a loop that is not unrolled: an unrolled redo
   // (chunk() over the whole tile) doubled the kernel's code and cost ~5 % of a short-K GEMV
-  // (16384x1024) even though it never runs. Each output gets the same FMA chain as in chunk().
+  // (16384x1024) even though it never runs. Each output gets the same fma8 chain as in chunk(); the
+  // row index is recomputed as wr[n] was (indexing wr by a loop variable would move it to memory).
   if (subgroupAny(redo)) {
     float racc[TM * TN];
     for (uint n = 0u; n < TN; ++n) {
@@ -225,18 +223,8 @@ void tile(uint lane, uint SG, uint r0, uint m0, uint ms, uint xrow[TM], uint wba
       for (uint c = redo ? lane : nchunks; c < nchunks; c += SG) {
         vec4 wl, wh;
         w8(wrn, c * 8u, true, wl, wh);
-        [[unroll]] for (uint t = 0u; t < TM; ++t) {
-          vec4 xl = x4(xrow[t], c * 8u), xh = x4(xrow[t], c * 8u + 4u);
-          float v = a[t];
-          v = fma(wl.x, xl.x, v);
-          v = fma(wl.y, xl.y, v);
-          v = fma(wl.z, xl.z, v);
-          v = fma(wl.w, xl.w, v);
-          v = fma(wh.x, xh.x, v);
-          v = fma(wh.y, xh.y, v);
-          v = fma(wh.z, xh.z, v);
-          a[t] = fma(wh.w, xh.w, v);
-        }
+        [[unroll]] for (uint t = 0u; t < TM; ++t)
+          a[t] = fma8(wl, wh, x4(xrow[t], c * 8u), x4(xrow[t], c * 8u + 4u), a[t]);
       }
       [[unroll]] for (uint t = 0u; t < TM; ++t) racc[t * TN + n] = a[t];
     }
@@ -253,15 +241,15 @@ void tile(uint lane, uint SG, uint r0, uint m0, uint ms, uint xrow[TM], uint wba
       // compiling the empty loop out matters: lavapipe runs a masked first iteration anyway.)
       if (!ALIGNED)
         for (uint e = nchunks * 8u + lane; e < pc.K; e += SG)
-          s = fma(w_elem(sWoff + wr[n] * pc.K + e), x1(pc.x_off + xrow[t] * pc.K + e), s);
+          s = fma(w_scalar(sWoff + wr[n] * pc.K + e), x1(pc.x_off + xrow[t] * pc.K + e), s);
 #endif
       acc[t * TN + n] = subgroupAdd(s);
     }
   }
   // Lane j stores outputs j, j + SG, ...: lavapipe runs an SSBO store as a loop over the lanes,
   // so one store by every lane costs what one by lane 0 did, and the tile's TM·TN stores become
-  // ceil(TM·TN / SG) (GEMV 16384x1024 f16: ~10 % of its time, a fixed cost per tile). The values
-  // are the subgroupAdd totals above, unchanged; the lane picks its own with a static select chain.
+  // ceil(TM·TN / SG) (no measurable change in bench_ops on its own). The values are the
+  // subgroupAdd totals above, unchanged; the lane picks its own with a static select chain.
   const uint SGC = gl_WorkGroupSize.x;
   [[unroll]] for (uint i0 = 0u; i0 < TM * TN; i0 += SGC) {
     float v = 0.0;
