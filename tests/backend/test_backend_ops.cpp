@@ -347,9 +347,15 @@ std::vector<Case> cases_gated_delta() {
                  gated_delta(g, {{300, 300}, {1, 9}}, 1, 2, 128, 16, 0.088f, -0.2f,
                              params([](auto& p) { p.mode = KILN_DELTA_RECURRENT; }));
                }});
-  // A key dim that is not a multiple of 4: the Vulkan kernel's scalar q/k reads (not VEC).
+  // A key dim that is not a multiple of 4: the Vulkan kernel's scalar q/k reads (not VEC), one
+  // value column per invocation (Dv odd).
   c.push_back({"recurrent Hk2 Hv2 Dk18 Dv5", 5e-6, [](OpGraph& g) {
                  gated_delta(g, {{7, 9}, {1, 3}}, 2, 2, 18, 5, 0.2f, -0.5f,
+                             params([](auto& p) { p.mode = KILN_DELTA_RECURRENT; }));
+               }});
+  // Two value columns per invocation (Dv even, not a multiple of 4: the state read as scalars).
+  c.push_back({"recurrent Hk1 Hv3 Dk12 Dv6", 5e-6, [](OpGraph& g) {
+                 gated_delta(g, {{5, 5}, {1, 2}, {9, 12}}, 1, 3, 12, 6, 0.3f, -0.5f,
                              params([](auto& p) { p.mode = KILN_DELTA_RECURRENT; }));
                }});
   return c;

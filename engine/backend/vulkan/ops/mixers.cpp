@@ -118,24 +118,33 @@ void record_recurrent(const OpEnv& e) {
   if (Hk == 0 || Hv % Hk || st.desc.ne[1] != Hv || st.desc.ne[2] != Dk || st.desc.ne[3] != Dv)
     e.fail("state / head shapes do not match");
   if (!S) return;
-  std::vector<Bind> binds(8, Bind::storage);
-  binds[0] = binds[1] = Bind::texel;
+  std::vector<Bind> binds(9, Bind::storage);
+  binds[0] = binds[1] = binds[8] = Bind::texel;
   // DK specialized (vulkan_supports keeps Dk <= 256): unrolled state loops (gated_delta.comp). The
   // rounds below still count the loops as if they ran, which is safe if a driver does not unroll.
   const bool vec = Dk % 4 == 0 && q.offset % 16 == 0 && k.offset % 16 == 0;
-  const Pipeline& p = e.pipeline("gated_delta", binds, {static_cast<uint32_t>(Dk <= 256 ? Dk : 0), vec ? 1u : 0u});
+  const uint32_t dk_spec = Dk <= 256 ? static_cast<uint32_t>(Dk) : 0;
+  // Value columns per invocation (gated_delta.comp NC): each q/k texel serves 4 columns. Qwen3.5
+  // layer (32 heads, Dk = Dv = 128) on lavapipe, 1 / 2 / 4 / 8 columns: 256-token prefill
+  // 37.6 / 25.5 / 23.1 / 26.2 ms. With 4, the state is read 4 columns per RGBA32F texel (STV):
+  // decode 1.05 -> 0.79 ms. (Storing it through a storage texel view instead of the SSBO was
+  // slower: 1.03 -> 1.33-1.41 ms.)
+  const uint32_t cols = !dk_spec ? 1 : Dv % 4 == 0 ? 4 : Dv % 2 == 0 ? 2 : 1;
+  const bool stv = cols == 4 && st.offset % 16 == 0 && st.desc.bytes() + 256 <= e.dev.policy().texel_reach;
+  const Pipeline& p = e.pipeline("gated_delta", binds, {dk_spec, vec ? 1u : 0u, cols, stv ? 1u : 0u});
   const VkFormat qkf = vec ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT;
   const uint32_t qke = vec ? 16 : 4;
   // Rounds of tokens (the state carries over through `st`): an invocation loops 2·Dk times per
   // token plus 2·Dk for the state.
   const int64_t N = q.desc.ne[0], per = tokens_per_round(e, N, 2 * Dk + 2, 2 * Dk);
   for (int64_t t0 = 0; t0 < std::max<int64_t>(N, 1); t0 += per)
-    e.dispatch_items(p,
-                     {e.tex(q, qkf), e.tex(k, qkf), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(st, true), e.ssbo(seqs),
-                      e.ssbo(n.dst, true)},
-                     {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(v, 4),
-                      e.off(g, 4), e.off(beta, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4), u32(t0), u32(per)},
-                     static_cast<uint64_t>(S * Hv * Dv));
+    e.dispatch_items(
+        p,
+        {e.tex(q, qkf), e.tex(k, qkf), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(st, true), e.ssbo(seqs),
+         e.ssbo(n.dst, true), stv ? e.tex(st, VK_FORMAT_R32G32B32A32_SFLOAT) : e.tex(g, VK_FORMAT_R32_SFLOAT)},
+        {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(v, 4), e.off(g, 4),
+         e.off(beta, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4), u32(t0), u32(per)},
+        static_cast<uint64_t>(S * Hv * Dv / cols));
 }
 
 void record_moe(const OpEnv& e) {

@@ -1,6 +1,6 @@
 #version 450
 // Gated delta rule, recurrent form, for both decode and prefill: one invocation per (sequence,
-// value head, value column dv) holding the state column S[:, dv] (Dk values) in registers:
+// value head, NC value columns) holding the state columns S[:, dv] (Dk values each) in registers:
 //   S <- e^g S;  u = S^T k;  S <- S + k (beta (v - u))^T;  o = S^T q.
 // Columns are independent, so this is exact to the recurrence; the chunked (WY) form is not
 // implemented on Vulkan (CHUNKED runs this kernel; docs/vulkan.md). One dispatch runs each
@@ -10,7 +10,8 @@
 // bench_ops "GATED_DELTA (Qwen3.5 layer)", 32 value heads of 128, per layer on lavapipe: q/k
 // through texel views instead of SSBOs took a decode token 2.38 -> 1.90 ms and a 256-token
 // prefill 348 -> 211 ms; DK as a specialization constant then 1.90 -> 1.48 ms and 211 -> 64 ms;
-// VEC (4 dims per fetch) 1.48 -> 1.19 ms and 64 -> 37.5 ms.
+// VEC (4 dims per fetch) 1.48 -> 1.19 ms and 64 -> 37.5 ms; NC = 4 columns per invocation and
+// STV 1.19 -> 0.79 ms and 37.6 -> 21.5 ms.
 // Workgroups of one head (uniform q/k addresses) made no difference there.
 #extension GL_EXT_control_flow_attributes : enable
 layout(local_size_x = 64) in;
@@ -21,6 +22,15 @@ layout(constant_id = 0) const uint DK = 0;
 // VEC: q and k read as RGBA32F texels, 4 keys dims per fetch (DK % 4 == 0, 16-byte aligned; the
 // q/k offsets are then in texels). The arithmetic is the scalar path's, in the same order.
 layout(constant_id = 1) const bool VEC = false;
+// NC: value columns per invocation (Dv % NC == 0; 1 when DK is 0), so each q/k texel fetched per
+// token serves NC columns. Every column's arithmetic is the NC = 1 sequence: the result does not
+// depend on NC.
+layout(constant_id = 2) const uint NC = 1;
+// STV (NC = 4, state 16-byte aligned): the state is read through St, an RGBA32F view of `st`, one
+// texel per key dim for the invocation's 4 columns (the SSBO reads are a loop over the lanes). It
+// is still written through the SSBO; each invocation reads its own columns before writing them.
+layout(constant_id = 3) const bool STV = false;
+layout(set = 0, binding = 8) uniform samplerBuffer St;  // unused (a dummy view) unless STV
 const uint MAXDK = 256u;
 
 // q and k through R32F texel views: lavapipe runs an SSBO load as a loop over the lanes, a texel
@@ -40,54 +50,78 @@ layout(push_constant) uniform PC {
 } pc;
 
 void main() {
+  // Columns dv0 .. dv0 + NC - 1 of one (sequence, value head): lanes of a subgroup share the head,
+  // so every q/k texel fetched per token serves NC columns.
   uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u;
-  if (i >= pc.S * pc.Hv * pc.Dv) return;
-  uint dv = i % pc.Dv, t0 = i / pc.Dv;
+  uint groups = pc.Dv / NC;
+  if (i >= pc.S * pc.Hv * groups) return;
+  uint dv0 = (i % groups) * NC, t0 = i / groups;
   uint h = t0 % pc.Hv, s = t0 / pc.Hv;
   uint hk = h / (pc.Hv / pc.Hk);
   uint q_start = uint(seqs[pc.seqs_off + s * 4u]), q_len = uint(seqs[pc.seqs_off + s * 4u + 1u]);
   uint slot = uint(seqs[pc.seqs_off + s * 4u + 3u]);
   uint t_lo = pc.t_begin, t_hi = min(q_len, pc.t_begin + pc.t_count);
   if (t_lo >= t_hi) return;  // this round has none of the sequence's tokens: state untouched
-  uint sb = pc.st_off + (slot * pc.Hv + h) * pc.Dk * pc.Dv + dv;
+  uint sb = pc.st_off + (slot * pc.Hv + h) * pc.Dk * pc.Dv + dv0;
   const uint Dk = DK != 0u ? DK : pc.Dk;
-  float col[DK != 0u ? DK : MAXDK];
-  [[unroll]] for (uint d = 0u; d < Dk; ++d) col[d] = st[sb + d * pc.Dv];
+  const uint CD = DK != 0u ? DK : MAXDK;  // col[] stride between columns
+  float col[NC * CD];
+  if (NC == 4u && STV) {
+    [[unroll]] for (uint d = 0u; d < Dk; ++d) {
+      vec4 r = texelFetch(St, int((sb + d * pc.Dv) >> 2));
+      [[unroll]] for (uint c = 0u; c < NC; ++c) col[c * CD + d] = r[c];
+    }
+  } else {
+    [[unroll]] for (uint c = 0u; c < NC; ++c)
+      [[unroll]] for (uint d = 0u; d < Dk; ++d) col[c * CD + d] = st[sb + d * pc.Dv + c];
+  }
   for (uint t = t_lo; t < t_hi; ++t) {
     uint n = q_start + t;
     float decay = exp(g[pc.g_off + n * pc.Hv + h]);
-    float u = 0.0;
-    float delta, out_v = 0.0;
+    float bt = beta[pc.b_off + n * pc.Hv + h];
+    uint vb = pc.v_off + (n * pc.Hv + h) * pc.Dv + dv0;
+    float u[NC], delta[NC], out_v[NC];
+    [[unroll]] for (uint c = 0u; c < NC; ++c) u[c] = 0.0, out_v[c] = 0.0;
     if (VEC) {
       uint kb = pc.k_off + (n * pc.Hk + hk) * (Dk / 4u), qb = pc.q_off + (n * pc.Hk + hk) * (Dk / 4u);
       [[unroll]] for (uint d4 = 0u; d4 < Dk / 4u; ++d4) {
         vec4 kk = texelFetch(Kt, int(kb + d4));
-        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-          col[4u * d4 + j] *= decay;
-          u += col[4u * d4 + j] * kk[j];
-        }
+        [[unroll]] for (uint j = 0u; j < 4u; ++j)
+          [[unroll]] for (uint c = 0u; c < NC; ++c) {
+            col[c * CD + 4u * d4 + j] *= decay;
+            u[c] += col[c * CD + 4u * d4 + j] * kk[j];
+          }
       }
-      delta = beta[pc.b_off + n * pc.Hv + h] * (v[pc.v_off + (n * pc.Hv + h) * pc.Dv + dv] - u);
+      [[unroll]] for (uint c = 0u; c < NC; ++c) delta[c] = bt * (v[vb + c] - u[c]);
       [[unroll]] for (uint d4 = 0u; d4 < Dk / 4u; ++d4) {
         vec4 kk = texelFetch(Kt, int(kb + d4)), qq = texelFetch(Qt, int(qb + d4));
-        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-          col[4u * d4 + j] += kk[j] * delta;
-          out_v += col[4u * d4 + j] * qq[j];
-        }
+        [[unroll]] for (uint j = 0u; j < 4u; ++j)
+          [[unroll]] for (uint c = 0u; c < NC; ++c) {
+            col[c * CD + 4u * d4 + j] += kk[j] * delta[c];
+            out_v[c] += col[c * CD + 4u * d4 + j] * qq[j];
+          }
       }
     } else {
       uint kb = pc.k_off + (n * pc.Hk + hk) * Dk, qb = pc.q_off + (n * pc.Hk + hk) * Dk;
       [[unroll]] for (uint d = 0u; d < Dk; ++d) {
-        col[d] *= decay;
-        u += col[d] * texelFetch(Kt, int(kb + d)).x;
+        float kd = texelFetch(Kt, int(kb + d)).x;
+        [[unroll]] for (uint c = 0u; c < NC; ++c) {
+          col[c * CD + d] *= decay;
+          u[c] += col[c * CD + d] * kd;
+        }
       }
-      delta = beta[pc.b_off + n * pc.Hv + h] * (v[pc.v_off + (n * pc.Hv + h) * pc.Dv + dv] - u);
+      [[unroll]] for (uint c = 0u; c < NC; ++c) delta[c] = bt * (v[vb + c] - u[c]);
       [[unroll]] for (uint d = 0u; d < Dk; ++d) {
-        col[d] += texelFetch(Kt, int(kb + d)).x * delta;
-        out_v += col[d] * texelFetch(Qt, int(qb + d)).x;
+        float kd = texelFetch(Kt, int(kb + d)).x, qd = texelFetch(Qt, int(qb + d)).x;
+        [[unroll]] for (uint c = 0u; c < NC; ++c) {
+          col[c * CD + d] += kd * delta[c];
+          out_v[c] += col[c * CD + d] * qd;
+        }
       }
     }
-    o[pc.o_off + (n * pc.Hv + h) * pc.Dv + dv] = out_v;
+    uint ob = pc.o_off + (n * pc.Hv + h) * pc.Dv + dv0;
+    [[unroll]] for (uint c = 0u; c < NC; ++c) o[ob + c] = out_v[c];
   }
-  [[unroll]] for (uint d = 0u; d < Dk; ++d) st[sb + d * pc.Dv] = col[d];
+  [[unroll]] for (uint c = 0u; c < NC; ++c)
+    [[unroll]] for (uint d = 0u; d < Dk; ++d) st[sb + d * pc.Dv + c] = col[c * CD + d];
 }
