@@ -297,13 +297,15 @@ std::vector<Case> cases_conv1d() {
                    const uint32_t seqs = g.i32({3, 4}, seqs_rows({{1, 10}, {2, 2}, {9, 20}}, {2, 0, 3}));
                    g.output(g.op(KILN_OP_CONV1D_CAUSAL, {g.f32({12, ch}), g.f32({ch, 4}), state, seqs}));
                  }});
-  // Other kernel widths (each a specialization of the Vulkan kernel): one state row (K 2), odd.
+  // Other kernel widths (each a specialization of the Vulkan kernel): one state row (K 2), odd;
+  // channels one per invocation (33) and four (36).
   for (int64_t k : {2, 7})
-    c.push_back({fmt::format("C33 K{} seqs q3,q1", k), 1e-7, [k](OpGraph& g) {
-                   const uint32_t state = g.cache(DType::f32, {2, k - 1, 33}, false, "conv state");
-                   const uint32_t seqs = g.i32({2, 4}, seqs_rows({{3, 8}, {1, 4}}, {1, 0}));
-                   g.output(g.op(KILN_OP_CONV1D_CAUSAL, {g.f32({4, 33}), g.f32({33, k}), state, seqs}));
-                 }});
+    for (int64_t ch : {33, 36})
+      c.push_back({fmt::format("C{} K{} seqs q3,q1", ch, k), 1e-7, [k, ch](OpGraph& g) {
+                     const uint32_t state = g.cache(DType::f32, {2, k - 1, ch}, false, "conv state");
+                     const uint32_t seqs = g.i32({2, 4}, seqs_rows({{3, 8}, {1, 4}}, {1, 0}));
+                     g.output(g.op(KILN_OP_CONV1D_CAUSAL, {g.f32({4, ch}), g.f32({ch, k}), state, seqs}));
+                   }});
   // A 9000-token prefill: 8 loop iterations per token in the Vulkan kernel, past llvmpipe's 65535
   // per invocation unless the tokens are split into rounds (KernelPolicy::loop_budget).
   c.push_back({"C8 K4 prefill 9000 + decode", 1e-7, [](OpGraph& g) {
