@@ -8,7 +8,8 @@
 // is against the one-sequence roofline (one weight pass per step serves S tokens).
 //
 //   bench_model [--device cpu|vulkan|auto] [--dtype f16,bf16,q8_0] [--layers 28] [--prompt 64]
-//               [--decode 16] [--seqs 1] [--dir /tmp]
+//               [--decode 16] [--seqs 1] [--dir /tmp] [--keep]
+// --keep leaves the model files in --dir (kiln-bench-qwen3-<dtype>.gguf), for kiln generate / logits.
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -115,6 +116,7 @@ int main(int argc, char** argv) {
   const int seqs = std::clamp(std::stoi(arg(argc, argv, "--seqs", "1")), 1, 64);
   const std::string device = arg(argc, argv, "--device", "auto");
   const std::string dir = arg(argc, argv, "--dir", std::filesystem::temp_directory_path().c_str());
+  const bool keep = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::strcmp(a, "--keep") == 0; });
   std::vector<std::string> dtypes;
   {
     std::string list = arg(argc, argv, "--dtype", "f16,bf16,q8_0");
@@ -187,7 +189,7 @@ int main(int argc, char** argv) {
                   roof, decode_tps / roof, prefill_tps, prefill_tps / (roof * prompt));
       std::fflush(stdout);
     }
-    std::filesystem::remove(path);
+    if (!keep) std::filesystem::remove(path);
   }
   std::printf(
       "\nratio = measured ÷ bandwidth roofline (prefill: ÷ prompt × roofline, i.e. one weight pass per step;\n"

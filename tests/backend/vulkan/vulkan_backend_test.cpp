@@ -250,6 +250,32 @@ TEST(Vulkan, WeightsBeyondTheTexelReachRunInRowBlocks) {
   }
 }
 
+TEST(Vulkan, MatmulOutputsBeyondTheStorageReachRunInRowWindows) {
+  // Real case: the logits of every position of a 300-token prompt (300 x 151936 floats, 182 MB)
+  // exceed one storage binding on lavapipe (128 MiB). Lower the reach so small products take the
+  // same path: windows of whole rows, each row bitwise what the unsplit product gives, for every
+  // weight dtype and for MoE rows (whole tokens per window, with their expert ids).
+  REQUIRE_VULKAN(dev);
+  setenv("KILN_VULKAN_STORAGE_REACH", "4096", 1);
+  std::unique_ptr<vk::VulkanDevice> small;
+  small = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
+  unsetenv("KILN_VULKAN_STORAGE_REACH");
+  ASSERT_EQ(small->policy().storage_reach, 4096u);
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0}) {
+    OpGraph g(13);
+    // 37 rows of 160 bytes: windows of 24 rows. MoE: 9 tokens x 2 slots of 288 bytes: 8 rows.
+    g.output(g.op(KILN_OP_MATMUL, {g.f32({37, 64}), g.weight(t, {40, 64})}));
+    const uint32_t ids = g.i32({9, 2}, {0, 3, 1, 1, 2, 0, 3, 2, 1, 0, 0, 0, 2, 3, 3, 1, 2, 2});
+    g.output(g.op(KILN_OP_MOE_MATMUL, {g.f32({9, 64}), g.weight(t, {4, 72, 64}), ids}));
+    auto got = g.run(*small);
+    EXPECT_EQ(small->last_dispatches(), 2u + 3u) << "37 rows in 2 windows, 18 MoE rows in 3";
+    auto ref = g.run(*dev);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_TRUE(bitwise_equal(got[0].f, ref[0].f)) << backend::dtype_name(t);
+    EXPECT_TRUE(bitwise_equal(got[1].f, ref[1].f)) << backend::dtype_name(t) << " MoE";
+  }
+}
+
 TEST(Vulkan, StagingUploadsAndDownloadsWork) {
   // The discrete-GPU path (device memory not mappable) forced on this device.
   REQUIRE_VULKAN(dev);

@@ -206,38 +206,63 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
     block = static_cast<int64_t>((reach - 512) / wrow) / 4 * 4;
     if (block < 4) e.fail(fmt::format("a weight row of {} bytes exceeds the texel-buffer reach", wrow));
   }
-  for (int64_t m0 = 0; m0 < M; m0 += block) {
-    const int64_t mb = std::min(block, M - m0);
-    backend::TensorRef ws = w;
-    if (!moe) {
-      ws.offset = w.offset + static_cast<size_t>(m0) * wrow;
-      ws.desc = backend::TensorDesc(wt, {mb, K});
+  // Outputs beyond one storage binding's reach (e.g. the logits of every position of a long prompt:
+  // 300 x 151936 floats is 182 MB against lavapipe's 128 MiB) run as windows of whole rows, each
+  // bound from its own offset (with its rows of x and, for MoE, of ids). Every row's arithmetic is
+  // fixed by K alone (matmul.comp), so a window gives the bits the whole product would.
+  const uint64_t yrow = static_cast<uint64_t>(M) * 4, yreach = e.dev.policy().storage_reach;
+  int64_t rwin = R;
+  if (n.dst.offset % 256 + static_cast<uint64_t>(R) * yrow > yreach) {
+    rwin = static_cast<int64_t>((yreach - 256) / yrow) / 8 * 8;  // whole 8-row tiles
+    if (moe && moe_mode == 1) rwin = rwin / kslots * kslots;     // whole tokens: x row = r / kslots
+    if (rwin < 1)
+      e.fail(fmt::format("one output row of {} bytes exceeds the storage-buffer reach ({} bytes)", yrow, yreach));
+  }
+  for (int64_t r0 = 0; r0 < R; r0 += rwin) {
+    const int64_t rb = std::min(rwin, R - r0);
+    backend::TensorRef xs = x;  // the activation rows of this window
+    const int64_t x0 = moe_mode == 1 ? r0 / kslots : r0, xn = moe_mode == 1 ? (rb + kslots - 1) / kslots : rb;
+    xs.offset = x.offset + static_cast<size_t>(x0 * K) * 4;
+    xs.desc = backend::TensorDesc(DType::f32, {xn, K});
+    backend::TensorRef ids;
+    if (moe) {
+      ids = n.src[2];
+      ids.offset = ids.offset + static_cast<size_t>(r0) * 4;
+      ids.desc = backend::TensorDesc(ids.desc.dtype, {rb});
     }
-    backend::TensorRef ys = n.dst;
-    ys.offset = n.dst.offset + static_cast<size_t>(m0) * 4;
-    ys.desc = backend::TensorDesc(DType::f32, {R * M - m0});  // the rows this block writes into
+    for (int64_t m0 = 0; m0 < M; m0 += block) {
+      const int64_t mb = std::min(block, M - m0);
+      backend::TensorRef ws = w;
+      if (!moe) {
+        ws.offset = w.offset + static_cast<size_t>(m0) * wrow;
+        ws.desc = backend::TensorDesc(wt, {mb, K});
+      }
+      backend::TensorRef ys = n.dst;
+      ys.offset = n.dst.offset + static_cast<size_t>(r0 * M + m0) * 4;
+      ys.desc = backend::TensorDesc(DType::f32, {rb * M - m0});  // the rows this block writes into
 
-    // Operand alignment for vec4 / 8-wide texel reads (bindings start 256-byte aligned).
-    bool aligned = x.offset % 16 == 0 && K % 8 == 0;
-    if (!quant) aligned = aligned && ws.offset % 16 == 0;
-    MatmulPlan plan = e.dev.policy().matmul(wt, R, mb, K, aligned, moe);
-    check_loop_budget(e, wt, plan, K);
-    std::vector<Arg> args = {e.tex(x, xf), e.tex(ws, wf), moe ? e.ssbo(n.src[2]) : e.ssbo(x), e.ssbo(ys, true), flags};
-    const Pipeline& p = e.pipeline(
-        shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode, half_clean(ws)});
-    MatmulPush push{};
-    push.R = u32(R), push.M = u32(mb), push.K = u32(K), push.x_off = e.off(x, 4);
-    push.w_off = e.off(ws, quant ? 1 : esize);  // bytes for quantized weights
-    push.y_off = e.off(ys, 4), push.w_row = u32(static_cast<int64_t>(wrow)), push.kslots = u32(kslots);
-    push.ids_off = moe ? e.off(n.src[2], 4) : 0u, push.ldy = u32(M), push.ms = plan.row_stride;
-    push.n_experts = moe ? u32(w.desc.ne[0]) : 0u;
-    // Blocks of tn·row_stride weight rows, row_stride workgroups each (matmul.comp).
-    const uint64_t block_rows = static_cast<uint64_t>(plan.tn) * plan.row_stride;
-    const uint64_t gx = (static_cast<uint64_t>(mb) + block_rows - 1) / block_rows * plan.row_stride;
-    if (gx > d.max_groups[0]) e.fail(fmt::format("{} output features exceed the grid limit; split w", mb));
-    uint32_t gy = 1, gz = 1;
-    row_grid(d, R, plan.tm, gy, gz);
-    e.dispatch(p, args, push.words(), static_cast<uint32_t>(gx), gy, gz);
+      // Operand alignment for vec4 / 8-wide texel reads (bindings start 256-byte aligned).
+      bool aligned = xs.offset % 16 == 0 && K % 8 == 0;
+      if (!quant) aligned = aligned && ws.offset % 16 == 0;
+      MatmulPlan plan = e.dev.policy().matmul(wt, rb, mb, K, aligned, moe);
+      check_loop_budget(e, wt, plan, K);
+      std::vector<Arg> args = {e.tex(xs, xf), e.tex(ws, wf), moe ? e.ssbo(ids) : e.ssbo(xs), e.ssbo(ys, true), flags};
+      const Pipeline& p = e.pipeline(
+          shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode, half_clean(ws)});
+      MatmulPush push{};
+      push.R = u32(rb), push.M = u32(mb), push.K = u32(K), push.x_off = e.off(xs, 4);
+      push.w_off = e.off(ws, quant ? 1 : esize);  // bytes for quantized weights
+      push.y_off = e.off(ys, 4), push.w_row = u32(static_cast<int64_t>(wrow)), push.kslots = u32(kslots);
+      push.ids_off = moe ? e.off(ids, 4) : 0u, push.ldy = u32(M), push.ms = plan.row_stride;
+      push.n_experts = moe ? u32(w.desc.ne[0]) : 0u;
+      // Blocks of tn·row_stride weight rows, row_stride workgroups each (matmul.comp).
+      const uint64_t block_rows = static_cast<uint64_t>(plan.tn) * plan.row_stride;
+      const uint64_t gx = (static_cast<uint64_t>(mb) + block_rows - 1) / block_rows * plan.row_stride;
+      if (gx > d.max_groups[0]) e.fail(fmt::format("{} output features exceed the grid limit; split w", mb));
+      uint32_t gy = 1, gz = 1;
+      row_grid(d, rb, plan.tm, gy, gz);
+      e.dispatch(p, args, push.words(), static_cast<uint32_t>(gx), gy, gz);
+    }
   }
 }
 
