@@ -37,11 +37,10 @@ uint32_t attention_max_seqs(uint32_t budget) {
   return budget ? std::min<uint32_t>(4096, budget / 2) : UINT32_MAX;
 }
 
-uint32_t attention_max_keys(uint32_t budget, int64_t bs) {
+uint32_t attention_max_keys(uint32_t budget, uint32_t lanes) {
   if (!budget) return 0;
-  const int64_t per_block = (bs + 3) / 4 + 2;
-  const int64_t its = static_cast<int64_t>(budget) - attention_max_seqs(budget) - 16 - 2 * per_block;
-  return static_cast<uint32_t>(std::max<int64_t>(its * bs / per_block, 1));
+  const int64_t its = static_cast<int64_t>(budget) - attention_max_seqs(budget) - 16 - 1;
+  return static_cast<uint32_t>(std::clamp<int64_t>(its * lanes, 1, UINT32_MAX));
 }
 
 MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] int64_t M, int64_t K,

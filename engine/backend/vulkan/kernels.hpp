@@ -57,9 +57,9 @@ KernelPolicy choose_policy(const DeviceInfo& d);
  *  the device alone, not on the batch. */
 uint32_t attention_max_seqs(uint32_t budget);
 
-/** Keys one attention.comp invocation can visit within `budget` loop iterations (0: no limit)
- *  with cache blocks of `bs`: every block costs one outer pass plus ceil(bs/4) + 1 inner passes
- *  (gallivm counts the exit pass too), after the sequence lookup and a margin. */
-uint32_t attention_max_keys(uint32_t budget, int64_t bs);
+/** Keys one attention.comp workgroup of `lanes` lanes can visit within `budget` loop iterations
+ *  (0: no limit): one pass per `lanes` keys plus the exit pass (gallivm counts it too), after the
+ *  sequence lookup and a margin. */
+uint32_t attention_max_keys(uint32_t budget, uint32_t lanes);
 
 }  // namespace kiln::vk

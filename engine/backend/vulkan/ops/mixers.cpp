@@ -47,42 +47,42 @@ void record_attention(const OpEnv& e) {
   const int64_t S = seqs.desc.ne[0], MB = bt.desc.ne[1];
   if (!N || !Hq) return;
   const uint32_t ls = e.dev.policy().row_local_size;
-  // Whole 8-dim groups per lane when rows are 16-byte aligned (one or two texels per group).
-  const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0;
-  // Groups of 8 dims each lane holds (attention.comp NG).
-  const auto per_lane = [&](int64_t D) { return static_cast<uint32_t>(((D + 7) / 8 + ls - 1) / ls); };
-  const uint32_t groups = std::max<uint32_t>({per_lane(Dk), per_lane(Dv), 1u});
-  if (groups > 8)
-    e.fail(fmt::format("head dims {}/{} exceed 64 x subgroup size {}: no kernel for them on this device", Dk, Dv, ls));
+  // Whole 8-dim groups when cache rows and q are 16-byte aligned (one or two texels per group).
+  const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0 && q.offset % 16 == 0;
+  // 8-dim groups of K and V rows (attention.comp GK / GV): every lane holds all of them.
+  const uint32_t gk = static_cast<uint32_t>((Dk + 7) / 8), gv = static_cast<uint32_t>((Dv + 7) / 8);
+  if (Dk > 512 || Dv > 512) e.fail(fmt::format("head dims {}/{} above 512: no attention kernel for them", Dk, Dv));
   // Query heads per workgroup (attention.comp QG): the heads of one KV head, at most 4 and fewer
-  // when the lane arrays (4 vec4 per head and group) would pass 16.
+  // when the unrolled per-key work (QG x (GK + GV) groups) would pass 128.
   uint32_t qg = 1;
   for (uint32_t c : {4u, 2u})
-    if ((Hq / Hkv) % c == 0 && c * groups <= 4) {
+    if ((Hq / Hkv) % c == 0 && c * (gk + gv) <= 128) {
       qg = c;
       break;
     }
   const Pipeline& p = e.pipeline(
-      "attention",
-      {Bind::storage, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage, Bind::storage},
-      {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u, groups, qg, n.params.cap > 0.0f ? 1u : 0u});
+      "attention", {Bind::texel, Bind::texel, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage},
+      {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u, gk, qg, n.params.cap > 0.0f ? 1u : 0u, gv,
+       e.dev.policy().cpu_device ? 2u : 0u});
   // Past the keys one invocation can visit within the loop budget the kernel reports (flags[3]).
   const uint32_t budget = e.dev.policy().loop_budget;
   if (static_cast<uint64_t>(S) > attention_max_seqs(budget))
     e.fail(fmt::format("{} sequences in one batch; this device's attention takes at most {}: split the batch", S,
                        attention_max_seqs(budget)));
-  const uint32_t max_keys = attention_max_keys(budget, BS);
-  const Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 16};  // idempotent flag: no hazard
+  const uint32_t max_keys = attention_max_keys(budget, ls);
+  // err[3]: an idempotent flag, err[7]: a sink nobody reads; no hazard either way.
+  const Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 32};
   float scale = n.params.scale != 0.0f ? n.params.scale : 1.0f / std::sqrt(static_cast<float>(Dk));
   uint32_t ke = kc.desc.dtype == DType::f32 ? 4 : 2, ve = vc.desc.dtype == DType::f32 ? 4 : 2;
   uint32_t gy = 1, gx = row_groups(e, static_cast<uint64_t>(N * Hq / qg), gy);
-  e.dispatch(p,
-             {e.ssbo(q), e.tex(kc, VK_FORMAT_R32G32B32A32_UINT), e.tex(vc, VK_FORMAT_R32G32B32A32_UINT), e.ssbo(bt),
-              e.ssbo(seqs), e.ssbo(n.dst, true), flags},
-             {u32(N), u32(Hq), u32(Dk), u32(Dv), u32(BS), u32(Hkv), u32(S), u32(MB), e.off(q, 4), e.off(kc, ke),
-              e.off(vc, ve), e.off(bt, 4), e.off(seqs, 4), e.off(n.dst, 4), fbits(scale), fbits(n.params.cap),
-              static_cast<uint32_t>(n.params.window), max_keys},
-             gx, gy);
+  e.dispatch(
+      p,
+      {e.tex(q, vec ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT), e.tex(kc, VK_FORMAT_R32G32B32A32_UINT),
+       e.tex(vc, VK_FORMAT_R32G32B32A32_UINT), e.tex(bt, VK_FORMAT_R32_UINT), e.ssbo(seqs), e.ssbo(n.dst, true), flags},
+      {u32(N), u32(Hq), u32(Dk), u32(Dv), u32(BS), u32(Hkv), u32(S), u32(MB), e.off(q, 4), e.off(kc, ke), e.off(vc, ve),
+       e.off(bt, 4), e.off(seqs, 4), e.off(n.dst, 4), fbits(scale), fbits(n.params.cap),
+       static_cast<uint32_t>(n.params.window), max_keys},
+      gx, gy);
 }
 
 void record_recurrent(const OpEnv& e) {

@@ -1,44 +1,56 @@
 #version 450
 // Paged attention for a ragged batch: one subgroup per (token, QG query heads of one KV head).
-// Keys are visited in position order with an online softmax updated once per four keys; q·k is
-// split over lanes by dimension groups and combined with subgroupAdd, so a sequence's result
-// depends only on its own keys (batch invariant).
+// The lanes split the token's keys: lane l takes keys lo + l, lo + l + SG, ... and runs its own
+// online softmax over them with whole K and V rows (no cross-lane reduction per key); at the end
+// the lanes' partial results are merged (max, rescale, subgroupAdd). Which lane gets which key
+// depends only on the token's own window [lo, pos], so a sequence's result is the same alone or in
+// any batch (batch invariant).
+//
+// The previous kernel split each key's dims over the lanes and reduced q·k with subgroupAdd once
+// per key: a 4096-key f16 decode (Hq 16, Hkv 8, D 128) took 3.0-3.3 ms on lavapipe, ~585 cycles
+// per key and workgroup, and was neither memory bound (keys re-read from cache: same time) nor
+// bound by the subgroupAdd (removed: same time) but by the serial chain per key.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : enable
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint KDT = 0;  // cache dtypes: 0 f32, 1 f16, 2 bf16
 layout(constant_id = 2) const uint VDT = 0;
-// Each lane owns groups of 8 dimensions (g = lane, lane+SG, ...). VEC: Dk, Dv multiples of 8 and
-// 16-byte aligned cache rows, a group read as 1 (16-bit) or 2 (f32) texels; otherwise element by
-// element (dims past D read as 0). The old element-strided scalar path ran a loop per dimension
-// group and came out non-finite on lavapipe at D 260, kv 8192 (KILN_BACKEND_OPS_LONG=1): llvmpipe's
-// 65535 loop iterations per invocation (KernelPolicy::loop_budget); it is gone.
+// VEC: Dk, Dv multiples of 8, 16-byte aligned cache rows and q: an 8-dim group is read as 1
+// (16-bit) or 2 (f32) texels and q 4 dims per texel; otherwise element by element (dims past D
+// read as 0).
 layout(constant_id = 3) const bool VEC = false;
-// Groups of 8 dims per lane, max over Dk and Dv (<= 8: Dk, Dv <= 64 * subgroup size), set by the
-// host so the per-lane arrays are exactly as big as needed: sized for the worst case (8), q, the
-// accumulators and their spills made a 4096-key decode 1.8x slower on lavapipe.
-layout(constant_id = 4) const uint NG = 8;
-// Query heads per workgroup (GQA: heads that share a KV head), so each key's K and V groups are
-// fetched once for all of them: the fetches of the head-interleaved cache rows were most of a long
-// decode's time. Every head's arithmetic is the same as alone.
+// 8-dim groups of a K row (ceil(Dk / 8)) and of a V row: every lane holds q and its accumulators
+// for all of them, so the loops over dims unroll (lavapipe keeps arrays indexed by a loop over a
+// push constant in per-lane memory).
+layout(constant_id = 4) const uint GK = 16;
+layout(constant_id = 7) const uint GV = 16;
+// PF (lavapipe): each pass also touches the rows PF passes ahead. The lanes' keys are 2 KB apart
+// (cells interleave the KV heads) and a gather trains no hardware prefetcher, so without it a
+// 4096-key f16 decode stalled on memory: 2.3-2.8 ms, 1.3-1.7 ms with every key hot in cache, 1.7-1.9
+// ms with PF 1-4 (2 here). 0 on GPUs.
+layout(constant_id = 8) const uint PF = 0;
+// Bytes of a K / V row (the prefetch reads a second texel 128 bytes in when the row is longer).
+const uint KROW = GK * 8u * (KDT == 0u ? 4u : 2u), VROW = GV * 8u * (VDT == 0u ? 4u : 2u);
+// Query heads per workgroup (GQA: heads that share a KV head), so each key's K and V rows are
+// fetched once for all of them. Every head's arithmetic is the same as alone.
 layout(constant_id = 5) const uint QG = 1;
 // A logit softcap (pc.cap > 0). A specialization constant: behind a push-constant test llvmpipe
-// evaluated the tanh for every score anyway (masked), softcap or not.
+// evaluates the tanh for every score anyway (masked), softcap or not.
 layout(constant_id = 6) const bool CAP = false;
 
-layout(std430, set = 0, binding = 0) readonly buffer Q { float q[]; };
+layout(set = 0, binding = 0) uniform samplerBuffer Q;  // RGBA32F (VEC) or R32F
 layout(set = 0, binding = 1) uniform usamplerBuffer Kc;
 layout(set = 0, binding = 2) uniform usamplerBuffer Vc;
-layout(std430, set = 0, binding = 3) readonly buffer Bt { int bt[]; };
+layout(set = 0, binding = 3) uniform usamplerBuffer Bt;  // R32UI: the block table
 layout(std430, set = 0, binding = 4) readonly buffer Seqs { int seqs[]; };
 layout(std430, set = 0, binding = 5) writeonly buffer Out { float o[]; };
-layout(std430, set = 0, binding = 6) buffer Err { uint err[]; };  // err[3]: more keys than max_keys
+layout(std430, set = 0, binding = 6) buffer Err { uint err[]; };  // err[3]: more keys than max_keys; err[7]: a sink
 #include "kvload.glsl"
 
 layout(push_constant) uniform PC {
   uint N, Hq, Dk, Dv;
   uint BS, Hkv, S, MB;
-  uint q_off, k_off, v_off, bt_off, seqs_off, o_off;  // elements (k/v: of the cache dtype)
+  uint q_off, k_off, v_off, bt_off, seqs_off, o_off;  // elements (k/v: of the cache dtype; q: of its view)
   float scale, cap;
   int window;
   uint max_keys;  // keys one invocation can visit within the loop budget (0: any)
@@ -57,11 +69,12 @@ void load8(usamplerBuffer buf, uint dt, uint e, out vec4 lo, out vec4 hi) {
     hi = uintBitsToFloat(uvec4(t.z << 16, t.z & 0xffff0000u, t.w << 16, t.w & 0xffff0000u));
     return;
   }
-  // unpackHalf2x16 here: matmul.comp's integer widening measured no faster in this kernel, whose
-  // time is cache-miss latency (its earlier wrong results on long decodes were the loop limit).
   lo = vec4(unpackHalf2x16(t.x), unpackHalf2x16(t.y));
   hi = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
 }
+
+// The RGBA32UI texel holding element e of a cache of dtype dt.
+uint texel_of(uint dt, uint e) { return dt == 0u ? e >> 2 : e >> 3; }
 
 // Dims 8g..8g+7 of a cache row starting at element `row` (D dims; VEC: D % 8 == 0, aligned).
 void group8(usamplerBuffer buf, uint dt, uint row, uint g, uint D, out vec4 lo, out vec4 hi) {
@@ -80,6 +93,7 @@ void group8(usamplerBuffer buf, uint dt, uint row, uint g, uint D, out vec4 lo, 
 
 void main() {
   const uint SG = gl_WorkGroupSize.x;
+  const float NEG_INF = -1.0 / 0.0;
   uint groups_per_token = pc.Hq / QG;
   uint item = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (item >= pc.N * groups_per_token) return;
@@ -101,125 +115,128 @@ void main() {
     return;
   }
   uint hk = h0 / (pc.Hq / pc.Hkv);
-  uint gk = (pc.Dk + 7u) / 8u, gv = (pc.Dv + 7u) / 8u;
-  uint nk = (gk + SG - 1u) / SG, nv = (gv + SG - 1u) / SG;
-  vec4 qa[QG * NG], qb[QG * NG];  // [head][group]
+
+  // q of the QG heads, the same in every lane. [head][group]
+  vec4 qa[QG * GK], qb[QG * GK];
   [[unroll]] for (uint h = 0u; h < QG; ++h) {
     uint qbase = pc.q_off + (t * pc.Hq + h0 + h) * pc.Dk;
-    [[unroll]] for (uint i = 0u; i < NG; ++i) {
-      uint g = lane + i * SG;
-      if (i < nk && g < gk) {
-        float e[8];
-        [[unroll]] for (uint j = 0u; j < 8u; ++j) e[j] = VEC || 8u * g + j < pc.Dk ? q[qbase + 8u * g + j] : 0.0;
-        qa[h * NG + i] = vec4(e[0], e[1], e[2], e[3]);
-        qb[h * NG + i] = vec4(e[4], e[5], e[6], e[7]);
+    [[unroll]] for (uint g = 0u; g < GK; ++g) {
+      if (VEC) {
+        qa[h * GK + g] = texelFetch(Q, int((qbase >> 2) + 2u * g));
+        qb[h * GK + g] = texelFetch(Q, int((qbase >> 2) + 2u * g + 1u));
       } else {
-        qa[h * NG + i] = vec4(0.0);
-        qb[h * NG + i] = vec4(0.0);
+        float e[8];
+        [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+          float v = texelFetch(Q, int(qbase + min(8u * g + j, pc.Dk - 1u))).x;
+          e[j] = 8u * g + j < pc.Dk ? v : 0.0;
+        }
+        qa[h * GK + g] = vec4(e[0], e[1], e[2], e[3]);
+        qb[h * GK + g] = vec4(e[4], e[5], e[6], e[7]);
       }
     }
   }
-  vec4 aa[QG * NG], ab[QG * NG];
-  float m[QG], l[QG];
-  [[unroll]] for (uint i = 0u; i < QG * NG; ++i) {
-    aa[i] = vec4(0.0);
-    ab[i] = vec4(0.0);
-  }
-  [[unroll]] for (uint h = 0u; h < QG; ++h) m[h] = -1.0 / 0.0, l[h] = 0.0;
+  vec4 aa[QG * GV], ab[QG * GV];  // this lane's unnormalized outputs [head][group]
+  float m[QG], l[QG];             // this lane's running max and sum of exp
+  [[unroll]] for (uint i = 0u; i < QG * GV; ++i) aa[i] = vec4(0.0), ab[i] = vec4(0.0);
+  [[unroll]] for (uint h = 0u; h < QG; ++h) m[h] = NEG_INF, l[h] = 0.0;
+
   int lo = pc.window > 0 ? max(0, pos - pc.window + 1) : 0;
   if (pc.max_keys != 0u && pos - lo + 1 > int(pc.max_keys) && lane == 0u) err[3] = 1u;
-  // Keys block by block (one block-table read per block, no per-key division) and four at a
-  // time: their q·k are four independent chains, then one online-softmax update for the four
-  // (max over them, one rescale of the accumulators, the weighted values added in key order).
-  // Key by key, the update was latency bound. The grouping starts at each block's first visited
-  // key, so it depends on the sequence alone. Loops stay under llvmpipe's 65535 iterations per
-  // invocation (KernelPolicy::loop_budget; the host's max_keys keeps to it).
-  int b_lo = lo / int(pc.BS), b_hi = pos / int(pc.BS);
   uint kstep = pc.Hkv * pc.Dk, vstep = pc.Hkv * pc.Dv;  // elements between consecutive cells
-  for (int b = b_lo; b <= b_hi; ++b) {
-    uint cell0 = uint(bt[pc.bt_off + uint(seq) * pc.MB + uint(b)]) * pc.BS;
-    int j_lo = max(lo, b * int(pc.BS)), j_hi = min(pos, b * int(pc.BS) + int(pc.BS) - 1);
-    uint kb0 = pc.k_off + (cell0 * pc.Hkv + hk) * pc.Dk, vb0 = pc.v_off + (cell0 * pc.Hkv + hk) * pc.Dv;
-    for (int j0 = j_lo; j0 <= j_hi; j0 += 4) {
-      int cnt = min(4, j_hi - j0 + 1);
-      uint r0 = uint(j0 - b * int(pc.BS));  // the first key's cell within the block
-      float sc[QG * 4];                      // [head][key]
-      [[unroll]] for (uint i = 0u; i < QG * 4u; ++i) sc[i] = 0.0;
-      uint r_last = r0 + uint(cnt - 1);
-      [[unroll]] for (int u = 0; u < 4; ++u) {
-        {  // past the last key, re-read it (its score is not used): straight-line loads
-          uint kb = kb0 + min(r0 + uint(u), r_last) * kstep;
-          [[unroll]] for (uint i = 0u; i < NG; ++i) {
-            uint g = lane + i * SG;
-            if (i < nk && g < gk) {
-              vec4 k0, k1;
-              group8(Kc, KDT, kb, g, pc.Dk, k0, k1);
-              [[unroll]] for (uint h = 0u; h < QG; ++h) {
-                float part = sc[h * 4u + uint(u)];
-                vec4 a = qa[h * NG + i], c = qb[h * NG + i];
-                part = fma(a.x, k0.x, part);
-                part = fma(a.y, k0.y, part);
-                part = fma(a.z, k0.z, part);
-                part = fma(a.w, k0.w, part);
-                part = fma(c.x, k1.x, part);
-                part = fma(c.y, k1.y, part);
-                part = fma(c.z, k1.z, part);
-                part = fma(c.w, k1.w, part);
-                sc[h * 4u + uint(u)] = part;
-              }
-            }
-          }
-        }
-      }
-      float p[QG * 4], corr[QG];
+  uint bt_row = pc.bt_off + uint(seq) * pc.MB;
+  // The lane's key j = j0 + lane as (block b, cell r in it), advanced by SG keys per pass without
+  // a division. Lanes past pos read the last key (its weight is 0): straight-line loads.
+  uint j = uint(lo) + lane;
+  uint b = j / pc.BS, r = j % pc.BS;
+  uint bn = (j + PF * SG) / pc.BS, rn = (j + PF * SG) % pc.BS;  // the key PF passes ahead
+  const uint db = SG / pc.BS, dr = SG % pc.BS;
+  const uint b_last = uint(pos) / pc.BS, r_last = uint(pos) % pc.BS;
+  // Loop passes: (keys + SG - 1) / SG, under llvmpipe's 65535 per invocation (the host's max_keys
+  // keeps to it, KernelPolicy::loop_budget).
+  uint pf = 0u;
+  for (int j0 = lo; j0 <= pos; j0 += int(SG)) {
+    bool valid = j0 + int(lane) <= pos;
+    uint bb = valid ? b : b_last, rr = valid ? r : r_last;
+    uint cell = texelFetch(Bt, int(bt_row + bb)).x * pc.BS + rr;
+    uint kb = pc.k_off + (cell * pc.Hkv + hk) * pc.Dk, vb = pc.v_off + (cell * pc.Hkv + hk) * pc.Dv;
+    if (PF != 0u) {  // prefetch: the first 256 bytes of the K and V rows PF passes ahead
+      bool in_seq = j0 + int(lane + PF * SG) <= pos;
+      uint cn = texelFetch(Bt, int(bt_row + (in_seq ? bn : b_last))).x * pc.BS + (in_seq ? rn : r_last);
+      uint kn = texel_of(KDT, pc.k_off + (cn * pc.Hkv + hk) * pc.Dk);
+      uint vn = texel_of(VDT, pc.v_off + (cn * pc.Hkv + hk) * pc.Dv);
+      uint w = texelFetch(Kc, int(kn)).x ^ texelFetch(Vc, int(vn)).x;
+      if (KROW > 128u) w ^= texelFetch(Kc, int(kn + 8u)).x;
+      if (VROW > 128u) w ^= texelFetch(Vc, int(vn + 8u)).x;
+      pf ^= w;
+    }
+    // q·k for every head: four partial chains per head (groups g % 4), summed in a fixed order.
+    float part[QG * 4];
+    [[unroll]] for (uint i = 0u; i < QG * 4u; ++i) part[i] = 0.0;
+    [[unroll]] for (uint g = 0u; g < GK; ++g) {
+      vec4 k0, k1;
+      group8(Kc, KDT, kb, g, pc.Dk, k0, k1);
       [[unroll]] for (uint h = 0u; h < QG; ++h) {
-        float mn = m[h];
-        [[unroll]] for (int u = 0; u < 4; ++u) {
-          float s = subgroupAdd(sc[h * 4u + uint(u)]) * pc.scale;
-          if (CAP) s = pc.cap * tanh(s / pc.cap);
-          sc[h * 4u + uint(u)] = s;
-          if (u < cnt) mn = max(mn, s);
-        }
-        corr[h] = exp(m[h] - mn);
-        [[unroll]] for (int u = 0; u < 4; ++u) p[h * 4u + uint(u)] = u < cnt ? exp(sc[h * 4u + uint(u)] - mn) : 0.0;
-        l[h] = l[h] * corr[h] + ((p[h * 4u] + p[h * 4u + 1u]) + (p[h * 4u + 2u] + p[h * 4u + 3u]));
-        m[h] = mn;
+        float a = part[h * 4u + g % 4u];
+        vec4 x = qa[h * GK + g], y = qb[h * GK + g];
+        a = fma(x.x, k0.x, a);
+        a = fma(x.y, k0.y, a);
+        a = fma(x.z, k0.z, a);
+        a = fma(x.w, k0.w, a);
+        a = fma(y.x, k1.x, a);
+        a = fma(y.y, k1.y, a);
+        a = fma(y.z, k1.z, a);
+        a = fma(y.w, k1.w, a);
+        part[h * 4u + g % 4u] = a;
       }
-      [[unroll]] for (uint i = 0u; i < NG; ++i) {
-        uint g = lane + i * SG;
-        if (i < nv && g < gv) {
-          vec4 a[QG], c[QG];
-          [[unroll]] for (uint h = 0u; h < QG; ++h) {
-            a[h] = aa[h * NG + i] * corr[h];
-            c[h] = ab[h * NG + i] * corr[h];
-          }
-          [[unroll]] for (int u = 0; u < 4; ++u) {
-            vec4 v0, v1;
-            group8(Vc, VDT, vb0 + min(r0 + uint(u), r_last) * vstep, g, pc.Dv, v0, v1);
-            [[unroll]] for (uint h = 0u; h < QG; ++h) {
-              vec4 na = fma(vec4(p[h * 4u + uint(u)]), v0, a[h]), nc = fma(vec4(p[h * 4u + uint(u)]), v1, c[h]);
-              a[h] = u < cnt ? na : a[h];
-              c[h] = u < cnt ? nc : c[h];
-            }
-          }
-          [[unroll]] for (uint h = 0u; h < QG; ++h) {
-            aa[h * NG + i] = a[h];
-            ab[h * NG + i] = c[h];
-          }
-        }
+    }
+    float p[QG], corr[QG];
+    [[unroll]] for (uint h = 0u; h < QG; ++h) {
+      float s = ((part[h * 4u] + part[h * 4u + 1u]) + (part[h * 4u + 2u] + part[h * 4u + 3u])) * pc.scale;
+      if (CAP) s = pc.cap * tanh(s / pc.cap);
+      s = valid ? s : NEG_INF;
+      float mn = max(m[h], s);
+      corr[h] = mn == m[h] ? 1.0 : exp(m[h] - mn);  // no NaN from -inf - -inf
+      p[h] = valid ? exp(s - mn) : 0.0;
+      l[h] = l[h] * corr[h] + p[h];
+      m[h] = mn;
+    }
+    [[unroll]] for (uint g = 0u; g < GV; ++g) {
+      vec4 v0, v1;
+      group8(Vc, VDT, vb, g, pc.Dv, v0, v1);
+      [[unroll]] for (uint h = 0u; h < QG; ++h) {
+        aa[h * GV + g] = fma(vec4(p[h]), v0, aa[h * GV + g] * corr[h]);
+        ab[h * GV + g] = fma(vec4(p[h]), v1, ab[h * GV + g] * corr[h]);
+      }
+    }
+    b += db;
+    r += dr;
+    if (r >= pc.BS) {
+      r -= pc.BS;
+      ++b;
+    }
+    if (PF != 0u) {
+      bn += db;
+      rn += dr;
+      if (rn >= pc.BS) {
+        rn -= pc.BS;
+        ++bn;
       }
     }
   }
+
+  if (PF != 0u && lane == 0u) err[7] = pf;  // keeps the prefetch loads (err[7] is never read)
+  // Merge the lanes: rescale each lane's sums to the common max, then add them up.
   [[unroll]] for (uint h = 0u; h < QG; ++h) {
-    float inv = 1.0 / l[h];
+    float mx = subgroupMax(m[h]);
+    float f = m[h] == NEG_INF ? 0.0 : exp(m[h] - mx);  // a lane without keys adds nothing
+    float inv = 1.0 / subgroupAdd(l[h] * f);
     uint ob = ob0 + h * pc.Dv;
-    [[unroll]] for (uint i = 0u; i < NG; ++i) {
-      uint g = lane + i * SG;
-      if (i < nv && g < gv) {
-        vec4 a = aa[h * NG + i] * inv, b = ab[h * NG + i] * inv;
-        float e[8] = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
-        [[unroll]] for (uint j = 0u; j < 8u; ++j)
-          if (VEC || 8u * g + j < pc.Dv) o[ob + 8u * g + j] = e[j];
+    [[unroll]] for (uint g = 0u; g < GV; ++g) {
+      vec4 a = subgroupAdd(aa[h * GV + g] * f) * inv, c = subgroupAdd(ab[h * GV + g] * f) * inv;
+      if (lane == g % SG) {
+        float e[8] = float[8](a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w);
+        [[unroll]] for (uint i = 0u; i < 8u; ++i)
+          if (VEC || 8u * g + i < pc.Dv) o[ob + 8u * g + i] = e[i];
       }
     }
   }
