@@ -104,9 +104,10 @@ void record_recurrent(const OpEnv& e) {
     const Pipeline& p =
         e.pipeline("conv1d", {Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage, Bind::texel},
                    {u32(K), ch4 ? 4u : 1u});
-    // Rounds of tokens (the state carries over through `st`): an invocation loops 2K times per
-    // token, 3K for the state and weights.
-    const int64_t N = x.desc.ne[0], per = tokens_per_round(e, N, 2 * K + 2, 3 * K);
+    // Rounds of tokens (the state carries over through `st`). With KS specialized the window loops
+    // unroll, so an invocation takes one loop pass per token (2 counted, and a margin); were they
+    // left as loops, the harness's 9000-token prefill would come out wrong.
+    const int64_t N = x.desc.ne[0], per = tokens_per_round(e, N, 2, 16);
     for (int64_t t0 = 0; t0 < std::max<int64_t>(N, 1); t0 += per)
       e.dispatch_items(p,
                        {e.tex(x, ch4 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT),
@@ -127,8 +128,7 @@ void record_recurrent(const OpEnv& e) {
   if (!S) return;
   std::vector<Bind> binds(9, Bind::storage);
   binds[0] = binds[1] = binds[8] = Bind::texel;
-  // DK specialized (vulkan_supports keeps Dk <= 256): unrolled state loops (gated_delta.comp). The
-  // rounds below still count the loops as if they ran, which is safe if a driver does not unroll.
+  // DK specialized (Dk <= 256): unrolled state loops (gated_delta.comp).
   const bool vec = Dk % 4 == 0 && q.offset % 16 == 0 && k.offset % 16 == 0;
   const uint32_t dk_spec = Dk <= 256 ? static_cast<uint32_t>(Dk) : 0;
   // Value columns per invocation (gated_delta.comp NC): each q/k texel serves 4 columns. Qwen3.5
@@ -141,9 +141,12 @@ void record_recurrent(const OpEnv& e) {
   const Pipeline& p = e.pipeline("gated_delta", binds, {dk_spec, vec ? 1u : 0u, cols, stv ? 1u : 0u});
   const VkFormat qkf = vec ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT;
   const uint32_t qke = vec ? 16 : 4;
-  // Rounds of tokens (the state carries over through `st`): an invocation loops 2·Dk times per
-  // token plus 2·Dk for the state.
-  const int64_t N = q.desc.ne[0], per = tokens_per_round(e, N, 2 * Dk + 2, 2 * Dk);
+  // Rounds of tokens (the state carries over through `st`). With DK specialized the state loops
+  // unroll and an invocation takes one loop pass per token (2 counted, and a margin): a 2K-token
+  // prefill is one dispatch, not 9 that each reload the state. Were they left as loops, the
+  // harness's 300-token prefill at Dk 128 would come out wrong. Dk > 256 loops 2·Dk + 2 per token.
+  const int64_t N = q.desc.ne[0],
+                per = dk_spec ? tokens_per_round(e, N, 2, 16) : tokens_per_round(e, N, 2 * Dk + 2, 2 * Dk);
   for (int64_t t0 = 0; t0 < std::max<int64_t>(N, 1); t0 += per)
     e.dispatch_items(
         p,
