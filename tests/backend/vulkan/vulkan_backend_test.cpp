@@ -276,6 +276,34 @@ TEST(Vulkan, MatmulOutputsBeyondTheStorageReachRunInRowWindows) {
   }
 }
 
+TEST(Vulkan, ElementwiseOpsBeyondTheStorageReachRunInWindows) {
+  // Real case: Gemma 4's logit softcap over a batch of 262144-wide rows passes 128 MiB at 128
+  // rows. With the reach lowered to 4096 bytes (960-element windows), unary ops, same-shaped and
+  // broadcast binary ops and a unary fused into a binary split into windows (broadcast ones at
+  // whole b-periods), each element bitwise what one dispatch gives.
+  REQUIRE_VULKAN(dev);
+  setenv("KILN_VULKAN_STORAGE_REACH", "4096", 1);
+  std::unique_ptr<vk::VulkanDevice> small;
+  small = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
+  unsetenv("KILN_VULKAN_STORAGE_REACH");
+  OpGraph g(17);
+  kiln_op_params cap{};
+  cap.cap = 30.0f;
+  g.output(g.op(KILN_OP_SOFTCAP, {g.f32({75, 40}, -90.0f, 90.0f)}, cap));
+  g.output(g.op(KILN_OP_MUL, {g.f32({75, 40}), g.f32({75, 40})}));
+  g.output(g.op(KILN_OP_ADD, {g.f32({75, 40}), g.f32({40})}));
+  g.output(g.op(KILN_OP_MUL, {g.op(KILN_OP_SILU, {g.f32({75, 40})}), g.f32({75, 40})}));
+  g.output(g.op(KILN_OP_MUL, {g.f32({4, 5, 3, 40}), g.f32({4, 1, 3, 40})}));
+  auto got = g.run(*small), ref = g.run(*dev);
+  ASSERT_EQ(got.size(), 5u);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(bitwise_equal(got[i].f, ref[i].f)) << "output " << i;
+  EXPECT_GE(small->last_dispatches(), 4u * 4 + 4) << "3000-element ops in 4 windows, 2400 in 4";
+  // One b-period (a dim-0 slice of 3 x 40 x 40 elements here) must fit in a window.
+  OpGraph big(3);
+  big.output(big.op(KILN_OP_MUL, {big.f32({2, 3, 40, 40}), big.f32({2, 1, 40, 40})}));
+  EXPECT_THROW(big.run(*small), BackendError);
+}
+
 TEST(Vulkan, StagingUploadsAndDownloadsWork) {
   // The discrete-GPU path (device memory not mappable) forced on this device.
   REQUIRE_VULKAN(dev);

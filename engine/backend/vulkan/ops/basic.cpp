@@ -17,6 +17,31 @@ std::array<int64_t, 4> pad4(const backend::TensorDesc& d) {
   return s;
 }
 
+/** t's elements [i0, i0 + n) as a flat f32 tensor. */
+backend::TensorRef slice(const backend::TensorRef& t, int64_t i0, int64_t n) {
+  backend::TensorRef s = t;
+  s.offset = t.offset + static_cast<size_t>(i0) * 4;
+  s.desc = backend::TensorDesc(backend::DType::f32, {n});
+  return s;
+}
+
+/** Elements per dispatch so that each of `ts` (flat f32 of `total` elements, sliced alike) fits in
+ *  one storage binding: `total` when they all fit, else a multiple of `unit` (elements one window
+ *  must keep together). Logits of a whole batch over a large vocabulary pass lavapipe's 128 MiB
+ *  (Gemma 4's softcap over 262144-wide rows: 128 rows). */
+int64_t element_window(const OpEnv& e, std::initializer_list<const backend::TensorRef*> ts, int64_t total,
+                       int64_t unit) {
+  const uint64_t reach = e.dev.policy().storage_reach;
+  bool fits = true;
+  for (const backend::TensorRef* t : ts) fits = fits && t->offset % 256 + static_cast<uint64_t>(total) * 4 <= reach;
+  if (fits) return total;
+  const int64_t win = static_cast<int64_t>((reach - 256) / 4) / unit * unit;
+  if (win < 1)
+    e.fail(fmt::format("{} elements that must stay in one dispatch exceed the storage-buffer reach ({} bytes)", unit,
+                       reach));
+  return win;
+}
+
 }  // namespace
 
 bool fuses_unary_binary(const backend::Node& un, const backend::Node& bin) {
@@ -60,19 +85,39 @@ void record_elementwise(const OpEnv& e, const backend::Node* pre) {
     const kiln_op_params pp = pre ? pre->params : kiln_op_params{};
     const Pipeline& p = e.pipeline("binary", {Bind::storage, Bind::storage, Bind::storage, Bind::storage},
                                    {static_cast<uint32_t>(n.op), pre ? static_cast<uint32_t>(pre->op) : 0u, bmode});
-    e.dispatch_items(
-        p, {e.ssbo(a), e.ssbo(b), e.ssbo(n.dst, true), e.ssbo(u, pre != nullptr)},
-        {u32(total), e.off(a, 4), e.off(b, 4), e.off(n.dst, 4), u32(as[1]), u32(as[2]), u32(as[3]), stride[0],
-         stride[1], stride[2], stride[3], e.off(u, 4), fbits(pp.scale), fbits(pp.bias), fbits(pp.cap)},
-        static_cast<uint64_t>(total));
+    // Windows of whole b-periods: one row of a for a broadcast row, one dim-0 slice in general
+    // (b then moves by its dim-0 stride); every element's arithmetic is the same.
+    const int64_t slice0 = as[1] * as[2] * as[3];
+    const int64_t unit = bmode == 0 ? 1 : bmode == 1 ? as[3] : slice0;
+    const int64_t win = element_window(e, {&a, &b, &n.dst, &u}, total, unit);
+    for (int64_t i0 = 0; i0 < total; i0 += win) {
+      const int64_t k = std::min(win, total - i0);
+      const backend::TensorRef aw = win == total ? a : slice(a, i0, k), ow = win == total ? n.dst : slice(n.dst, i0, k),
+                               uw = win == total ? u : slice(u, i0, k);
+      backend::TensorRef bw = b;
+      if (win != total && bmode == 0) bw = slice(b, i0, k);
+      if (win != total && bmode == 2) {  // b's elements this window reads: its dim-0 slices i0/slice0 on
+        const int64_t s0 = i0 / slice0, ns = k / slice0;
+        bw = slice(b, s0 * stride[0], (ns - 1) * stride[0] + (stride[0] ? stride[0] : b.desc.numel()));
+      }
+      e.dispatch_items(p, {e.ssbo(aw), e.ssbo(bw), e.ssbo(ow, true), e.ssbo(uw, pre != nullptr)},
+                       {u32(k), e.off(aw, 4), e.off(bw, 4), e.off(ow, 4), u32(as[1]), u32(as[2]), u32(as[3]), stride[0],
+                        stride[1], stride[2], stride[3], e.off(uw, 4), fbits(pp.scale), fbits(pp.bias), fbits(pp.cap)},
+                       static_cast<uint64_t>(k));
+    }
     return;
   }
   const Pipeline& p = e.pipeline("unary", {Bind::storage, Bind::storage}, {static_cast<uint32_t>(n.op)});
   float cap = n.params.cap;
   if (n.op == KILN_OP_SOFTCAP && cap == 0.0f) e.fail("SOFTCAP needs cap != 0");
-  e.dispatch_items(p, {e.ssbo(a), e.ssbo(n.dst, true)},
-                   {u32(total), e.off(a, 4), e.off(n.dst, 4), fbits(n.params.scale), fbits(n.params.bias), fbits(cap)},
-                   static_cast<uint64_t>(total));
+  const int64_t win = element_window(e, {&a, &n.dst}, total, 1);
+  for (int64_t i0 = 0; i0 < total; i0 += win) {
+    const int64_t k = std::min(win, total - i0);
+    const backend::TensorRef aw = win == total ? a : slice(a, i0, k), ow = win == total ? n.dst : slice(n.dst, i0, k);
+    e.dispatch_items(p, {e.ssbo(aw), e.ssbo(ow, true)},
+                     {u32(k), e.off(aw, 4), e.off(ow, 4), fbits(n.params.scale), fbits(n.params.bias), fbits(cap)},
+                     static_cast<uint64_t>(k));
+  }
 }
 
 bool fuses_add_norm(const backend::Node& add, const backend::Node& norm) {
