@@ -159,7 +159,7 @@ VulkanDevice::VulkanDevice(const ContextOptions& opts, int index) {
   }
   rec_ = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get());
   xfer_ = std::make_unique<Recorder>(*ctx_, *mem_, nullptr);
-  // Words 0-3: error flags the kernels raise (checked after compute); word 7: a sink attention.comp
+  // Words 0-3: error flags the kernels raise (checked after compute); word 7: a sink attention_keys.comp
   // writes its prefetched words to so the compiler keeps the loads (never read).
   flags_ = mem_->allocate(32, MemoryKind::host);
   policy_ = choose_policy(ctx_->info());
@@ -416,9 +416,9 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
   if (f[3])
     throw BackendError(BackendError::Kind::invalid,
                        fmt::format("[backend vulkan] ATTENTION: a sequence attends to more keys than one invocation "
-                                   "can visit on '{}' (llvmpipe ends a shader's loops after 65535 iterations: {} "
-                                   "keys): shorten the context or use a GPU",
-                                   info_.name, attention_max_keys(policy_.loop_budget, policy_.row_local_size)));
+                                   "can visit on '{}' (llvmpipe ends a shader's loops after 65535 iterations: {} keys "
+                                   "with cache blocks of 16, {} with blocks of 1): shorten the context or use a GPU",
+                                   info_.name, attention_max_keys(policy_, 16), attention_max_keys(policy_, 1)));
   uint64_t msgs = ctx_->validation_messages() - msgs_before;
   if (msgs)
     throw BackendError(BackendError::Kind::device,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <string_view>
 
 namespace kiln::vk {
 
@@ -28,6 +29,11 @@ KernelPolicy choose_policy(const DeviceInfo& d) {
   p.knob_gemv_tm = knob("KILN_VULKAN_GEMV_TM", 16), p.knob_gemv_tn = knob("KILN_VULKAN_GEMV_TN", 16);
   p.knob_gemv_stride = knob("KILN_VULKAN_GEMV_STRIDE", 64);
   p.storage_reach = d.max_storage_range;
+  // Attention kernel (kernels.hpp): lanes over keys on CPUs, over dims elsewhere.
+  p.attention_split_keys = d.is_lavapipe;
+  if (const char* a = std::getenv("KILN_VULKAN_ATTENTION"); a && *a)
+    p.attention_split_keys = std::string_view(a) == "keys";
+  p.attention_keys_per_lane = d.is_lavapipe ? 2 : 1;
   if (const char* r = std::getenv("KILN_VULKAN_STORAGE_REACH"); r && *r)
     p.storage_reach = std::min<uint64_t>(p.storage_reach, std::max<uint64_t>(std::strtoull(r, nullptr, 10), 4096));
   return p;
@@ -37,10 +43,19 @@ uint32_t attention_max_seqs(uint32_t budget) {
   return budget ? std::min<uint32_t>(4096, budget / 2) : UINT32_MAX;
 }
 
-uint32_t attention_max_keys(uint32_t budget, uint32_t lanes) {
-  if (!budget) return 0;
-  const int64_t its = static_cast<int64_t>(budget) - attention_max_seqs(budget) - 16 - 1;
-  return static_cast<uint32_t>(std::clamp<int64_t>(its * lanes, 1, UINT32_MAX));
+uint32_t attention_max_keys(const KernelPolicy& p, int64_t bs) {
+  if (!p.loop_budget) return 0;
+  const int64_t its = static_cast<int64_t>(p.loop_budget) - attention_max_seqs(p.loop_budget) - 16;
+  if (p.attention_split_keys)  // one pass per lanes x keys_per_lane keys, plus the exit pass
+    return static_cast<uint32_t>(
+        std::clamp<int64_t>((its - 1) * p.row_local_size * p.attention_keys_per_lane, 1, UINT32_MAX));
+  // attention_dims.comp: a block of bs keys costs ceil(bs/4) + 2 passes.
+  const int64_t per_block = (bs + 3) / 4 + 2;
+  return static_cast<uint32_t>(std::max<int64_t>((its - 2 * per_block) * bs / per_block, 1));
+}
+
+uint32_t attention_max_groups(const KernelPolicy& p) {
+  return p.attention_split_keys ? 64 : 8 * p.row_local_size;
 }
 
 MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] int64_t M, int64_t K,

@@ -48,6 +48,15 @@ struct KernelPolicy {
    *  data (GATED_DELTA's tokens, attention's keys, softmax rows) split or unroll their work to stay
    *  under this budget. */
   uint32_t loop_budget = 0;
+  /** Attention kernel. true (lavapipe): attention_keys.comp, the lanes split the keys and each
+   *  holds whole q / output rows (Dk + Dv floats per head; a CPU keeps them in L1): a 4096-key f16
+   *  decode 3.0-3.3 -> 1.6-1.8 ms. false (GPUs): attention_dims.comp, the lanes split each key's
+   *  dims and keep a few registers each. KILN_VULKAN_ATTENTION=keys|dims overrides it (ctest runs
+   *  the harness with dims on lavapipe too). */
+  bool attention_split_keys = false;
+  /** attention_keys.comp keys per lane and pass (KU): one softmax update and one rescale of the
+   *  accumulators for all of them. 2 on lavapipe: 4096 keys 1.83-1.94 -> 1.64-1.76 ms. */
+  uint32_t attention_keys_per_lane = 1;
 };
 
 KernelPolicy choose_policy(const DeviceInfo& d);
@@ -57,9 +66,14 @@ KernelPolicy choose_policy(const DeviceInfo& d);
  *  the device alone, not on the batch. */
 uint32_t attention_max_seqs(uint32_t budget);
 
-/** Keys one attention.comp workgroup of `lanes` lanes can visit within `budget` loop iterations
- *  (0: no limit): one pass per `lanes` keys plus the exit pass (gallivm counts it too), after the
- *  sequence lookup and a margin. */
-uint32_t attention_max_keys(uint32_t budget, uint32_t lanes);
+/** Keys one attention workgroup can visit within the policy's loop budget (0: no limit), with
+ *  cache blocks of `bs` keys. attention_keys.comp: one pass per subgroup x keys-per-lane keys plus
+ *  the exit pass, whatever the block size. attention_dims.comp: ceil(bs/4) + 2 passes per block
+ *  (gallivm counts the exit pass too). Both after the sequence lookup and a margin. */
+uint32_t attention_max_keys(const KernelPolicy& p, int64_t bs);
+
+/** 8-dim groups a head dim may have: 64 (D 512) for attention_keys.comp, whose lanes hold whole
+ *  rows; 8 per lane for attention_dims.comp. */
+uint32_t attention_max_groups(const KernelPolicy& p);
 
 }  // namespace kiln::vk

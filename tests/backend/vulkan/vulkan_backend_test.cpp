@@ -535,7 +535,7 @@ TEST(Vulkan, AttentionKeyLimitOfTheLoopBudget) {
   if (budget == 0) GTEST_SKIP() << "no loop budget on " << dev->info().name;
   const int64_t D = 8;
   for (int64_t bs : {16, 1}) {
-    const int64_t limit = vk::attention_max_keys(budget, dev->policy().row_local_size);
+    const int64_t limit = vk::attention_max_keys(dev->policy(), bs);
     auto run = [&](int64_t kv) {
       const int64_t nblocks = (kv + bs - 1) / bs;
       std::vector<float> q(2 * D, 0.25f), k(static_cast<size_t>(nblocks * bs * D)), v(k.size());

@@ -117,7 +117,6 @@ bool is_float_cache(DType t) {
 
 Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
   const DeviceInfo& d = const_cast<VulkanDevice&>(dev).context().info();
-  const uint32_t sg = d.subgroup_size;
   auto src = [&](int i) -> const backend::TensorDesc& { return n.src[static_cast<size_t>(i)].desc; };
   auto f32 = [&](int i) { return src(i).dtype == DType::f32; };
   for (uint32_t i = 0; i < n.n_src; ++i)
@@ -179,8 +178,8 @@ Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
         return Support::no(
             fmt::format("{} / {} cache", backend::dtype_name(src(1).dtype), backend::dtype_name(src(2).dtype)));
       int64_t dk = src(0).ndim == 3 ? src(0).ne[2] : 0, dv = src(2).ndim == 4 ? src(2).ne[3] : 0;
-      if (dk > 64 * sg || dv > 64 * sg)
-        return Support::no(fmt::format("head dim {} / {} > {} (64 per lane x subgroup {})", dk, dv, 64 * sg, sg));
+      const int64_t max_d = 8 * static_cast<int64_t>(attention_max_groups(dev.policy()));
+      if (dk > max_d || dv > max_d) return Support::no(fmt::format("head dim {} / {} > {}", dk, dv, max_d));
       return Support::yes();
     }
     case KILN_OP_CONV1D_CAUSAL:

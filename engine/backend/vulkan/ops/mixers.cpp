@@ -44,45 +44,85 @@ void record_attention(const OpEnv& e) {
   const int64_t N = q.desc.ne[0], Hq = q.desc.ne[1], Dk = q.desc.ne[2];
   const int64_t BS = kc.desc.ne[1], Hkv = kc.desc.ne[2], Dv = vc.desc.ne[3];
   if (kc.desc.ne[3] != Dk || Hkv == 0 || Hq % Hkv) e.fail("cache shapes do not match q");
+  if (Dk <= 0 || Dv <= 0 || BS <= 0) e.fail("head dims and the cache block size must be positive");
   const int64_t S = seqs.desc.ne[0], MB = bt.desc.ne[1];
   if (!N || !Hq) return;
-  const uint32_t ls = e.dev.policy().row_local_size;
-  // Whole 8-dim groups when cache rows and q are 16-byte aligned (one or two texels per group).
-  const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0 && q.offset % 16 == 0;
-  // 8-dim groups of K and V rows (attention.comp GK / GV): every lane holds all of them.
+  const KernelPolicy& pol = e.dev.policy();
+  const uint32_t ls = pol.row_local_size;
   const uint32_t gk = static_cast<uint32_t>((Dk + 7) / 8), gv = static_cast<uint32_t>((Dv + 7) / 8);
-  if (Dk > 512 || Dv > 512) e.fail(fmt::format("head dims {}/{} above 512: no attention kernel for them", Dk, Dv));
-  // Query heads per workgroup (attention.comp QG): the heads of one KV head, at most 4 and fewer
-  // when the unrolled per-key work (QG x (GK + GV) groups) would pass 128.
-  uint32_t qg = 1;
-  for (uint32_t c : {4u, 2u})
-    if ((Hq / Hkv) % c == 0 && c * (gk + gv) <= 128) {
-      qg = c;
-      break;
-    }
-  const Pipeline& p = e.pipeline(
-      "attention", {Bind::texel, Bind::texel, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage},
-      {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u, gk, qg, n.params.cap > 0.0f ? 1u : 0u, gv,
-       e.dev.policy().cpu_device ? 2u : 0u});
+  const uint32_t max_gk = attention_max_groups(pol);
+  if (gk > max_gk || gv > max_gk)
+    e.fail(fmt::format("head dims {}/{} above {}: no attention kernel for them on this device", Dk, Dv, 8 * max_gk));
   // Past the keys one invocation can visit within the loop budget the kernel reports (flags[3]).
-  const uint32_t budget = e.dev.policy().loop_budget;
-  if (static_cast<uint64_t>(S) > attention_max_seqs(budget))
+  if (static_cast<uint64_t>(S) > attention_max_seqs(pol.loop_budget))
     e.fail(fmt::format("{} sequences in one batch; this device's attention takes at most {}: split the batch", S,
-                       attention_max_seqs(budget)));
-  const uint32_t max_keys = attention_max_keys(budget, ls);
-  // err[3]: an idempotent flag, err[7]: a sink nobody reads; no hazard either way.
-  const Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 32};
-  float scale = n.params.scale != 0.0f ? n.params.scale : 1.0f / std::sqrt(static_cast<float>(Dk));
-  uint32_t ke = kc.desc.dtype == DType::f32 ? 4 : 2, ve = vc.desc.dtype == DType::f32 ? 4 : 2;
+                       attention_max_seqs(pol.loop_budget)));
+  const uint32_t max_keys = attention_max_keys(pol, BS);
+  const float scale = n.params.scale != 0.0f ? n.params.scale : 1.0f / std::sqrt(static_cast<float>(Dk));
+  const uint32_t ke = kc.desc.dtype == DType::f32 ? 4 : 2, ve = vc.desc.dtype == DType::f32 ? 4 : 2;
+  const uint32_t cap = n.params.cap > 0.0f ? 1u : 0u;
+  const std::vector<uint32_t> push = {u32(N),
+                                      u32(Hq),
+                                      u32(Dk),
+                                      u32(Dv),
+                                      u32(BS),
+                                      u32(Hkv),
+                                      u32(S),
+                                      u32(MB),
+                                      e.off(q, 4),
+                                      e.off(kc, ke),
+                                      e.off(vc, ve),
+                                      e.off(bt, 4),
+                                      e.off(seqs, 4),
+                                      e.off(n.dst, 4),
+                                      fbits(scale),
+                                      fbits(n.params.cap),
+                                      static_cast<uint32_t>(n.params.window),
+                                      max_keys};
+  // Query heads per workgroup (QG): the heads of one KV head, at most 4, fewer when `fits` says the
+  // per-lane arrays would grow too large.
+  auto heads_per_group = [&](auto fits) {
+    for (uint32_t c : {4u, 2u})
+      if ((Hq / Hkv) % c == 0 && fits(c)) return c;
+    return 1u;
+  };
+
+  if (pol.attention_split_keys) {
+    // attention_keys.comp: lanes split the keys, each holding whole 8-dim groups of q and of its
+    // outputs (GK / GV); q and cache rows 16-byte aligned read a group per texel (VEC).
+    const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0 && q.offset % 16 == 0;
+    const uint32_t qg = heads_per_group([&](uint32_t c) { return c * (gk + gv) <= 128; });
+    const Pipeline& p =
+        e.pipeline("attention_keys",
+                   {Bind::texel, Bind::texel, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage},
+                   {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u, gk, qg, cap, gv,
+                    pol.cpu_device ? 2u : 0u, pol.attention_keys_per_lane});
+    // err[3]: an idempotent flag, err[7]: a sink nobody reads; no hazard either way.
+    const Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 32};
+    uint32_t gy = 1, gx = row_groups(e, static_cast<uint64_t>(N * Hq / qg), gy);
+    e.dispatch(p,
+               {e.tex(q, vec ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT),
+                e.tex(kc, VK_FORMAT_R32G32B32A32_UINT), e.tex(vc, VK_FORMAT_R32G32B32A32_UINT),
+                e.tex(bt, VK_FORMAT_R32_UINT), e.ssbo(seqs), e.ssbo(n.dst, true), flags},
+               push, gx, gy);
+    return;
+  }
+  // attention_dims.comp: lanes split each key's dims, NG groups of 8 per lane.
+  const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0;
+  const auto per_lane = [&](uint32_t g) { return (g + ls - 1) / ls; };
+  const uint32_t groups = std::max<uint32_t>({per_lane(gk), per_lane(gv), 1u});
+  // Fewer heads when the lane arrays (4 vec4 per head and group) would pass 16.
+  const uint32_t qg = heads_per_group([&](uint32_t c) { return c * groups <= 4; });
+  const Pipeline& p =
+      e.pipeline("attention_dims",
+                 {Bind::storage, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage, Bind::storage},
+                 {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u, groups, qg, cap});
+  const Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 16};  // idempotent flag: no hazard
   uint32_t gy = 1, gx = row_groups(e, static_cast<uint64_t>(N * Hq / qg), gy);
-  e.dispatch(
-      p,
-      {e.tex(q, vec ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT), e.tex(kc, VK_FORMAT_R32G32B32A32_UINT),
-       e.tex(vc, VK_FORMAT_R32G32B32A32_UINT), e.tex(bt, VK_FORMAT_R32_UINT), e.ssbo(seqs), e.ssbo(n.dst, true), flags},
-      {u32(N), u32(Hq), u32(Dk), u32(Dv), u32(BS), u32(Hkv), u32(S), u32(MB), e.off(q, 4), e.off(kc, ke), e.off(vc, ve),
-       e.off(bt, 4), e.off(seqs, 4), e.off(n.dst, 4), fbits(scale), fbits(n.params.cap),
-       static_cast<uint32_t>(n.params.window), max_keys},
-      gx, gy);
+  e.dispatch(p,
+             {e.ssbo(q), e.tex(kc, VK_FORMAT_R32G32B32A32_UINT), e.tex(vc, VK_FORMAT_R32G32B32A32_UINT), e.ssbo(bt),
+              e.ssbo(seqs), e.ssbo(n.dst, true), flags},
+             push, gx, gy);
 }
 
 void record_recurrent(const OpEnv& e) {

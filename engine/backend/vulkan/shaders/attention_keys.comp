@@ -1,12 +1,13 @@
 #version 450
-// Paged attention for a ragged batch: one subgroup per (token, QG query heads of one KV head).
-// The lanes split the token's keys: lane l takes keys lo + l, lo + l + SG, ... and runs its own
+// Paged attention for a ragged batch, the kernel for CPUs (lavapipe; KernelPolicy::
+// attention_split_keys; attention_dims.comp on GPUs, whose lanes keep only a few registers each):
+// one subgroup per (token, QG query heads of one KV head). The lanes split the token's keys: lane l takes keys lo + l, lo + l + SG, ... and runs its own
 // online softmax over them with whole K and V rows (no cross-lane reduction per key); at the end
 // the lanes' partial results are merged (max, rescale, subgroupAdd). Which lane gets which key
 // depends only on the token's own window [lo, pos], so a sequence's result is the same alone or in
 // any batch (batch invariant).
 //
-// The previous kernel split each key's dims over the lanes and reduced q·k with subgroupAdd once
+// attention_dims.comp splits each key's dims over the lanes and reduced q·k with subgroupAdd once
 // per key: a 4096-key f16 decode (Hq 16, Hkv 8, D 128) took 3.0-3.3 ms on lavapipe, ~585 cycles
 // per key and workgroup, and was neither memory bound (keys re-read from cache: same time) nor
 // bound by the subgroupAdd (removed: same time) but by the serial chain per key.
@@ -29,6 +30,9 @@ layout(constant_id = 7) const uint GV = 16;
 // 4096-key f16 decode stalled on memory: 2.3-2.8 ms, 1.3-1.7 ms with every key hot in cache, 1.7-1.9
 // ms with PF 1-4 (2 here). 0 on GPUs.
 layout(constant_id = 8) const uint PF = 0;
+// Keys per lane and pass (KU): one online-softmax update and one rescale of the accumulators for
+// all of them.
+layout(constant_id = 9) const uint KU = 1;
 // Bytes of a K / V row (the prefetch reads a second texel 128 bytes in when the row is longer).
 const uint KROW = GK * 8u * (KDT == 0u ? 4u : 2u), VROW = GV * 8u * (VDT == 0u ? 4u : 2u);
 // Query heads per workgroup (GQA: heads that share a KV head), so each key's K and V rows are
@@ -144,82 +148,109 @@ void main() {
   if (pc.max_keys != 0u && pos - lo + 1 > int(pc.max_keys) && lane == 0u) err[3] = 1u;
   uint kstep = pc.Hkv * pc.Dk, vstep = pc.Hkv * pc.Dv;  // elements between consecutive cells
   uint bt_row = pc.bt_off + uint(seq) * pc.MB;
-  // The lane's key j = j0 + lane as (block b, cell r in it), advanced by SG keys per pass without
-  // a division. Lanes past pos read the last key (its weight is 0): straight-line loads.
-  uint j = uint(lo) + lane;
-  uint b = j / pc.BS, r = j % pc.BS;
-  uint bn = (j + PF * SG) / pc.BS, rn = (j + PF * SG) % pc.BS;  // the key PF passes ahead
-  const uint db = SG / pc.BS, dr = SG % pc.BS;
+  // The lane's keys in a pass, j = j0 + u·SG + lane for u < KU, as (block b, cell r in it), advanced
+  // by KU·SG keys per pass without a division. Lanes past pos read the last key (its weight is 0):
+  // straight-line loads.
+  const uint STEP = KU * SG;
+  uint b[KU], r[KU], bn[KU], rn[KU];  // this pass's keys and the keys PF passes ahead
+  [[unroll]] for (uint u = 0u; u < KU; ++u) {
+    uint j = uint(lo) + u * SG + lane, jn = j + PF * STEP;
+    b[u] = j / pc.BS, r[u] = j % pc.BS, bn[u] = jn / pc.BS, rn[u] = jn % pc.BS;
+  }
+  const uint db = STEP / pc.BS, dr = STEP % pc.BS;
   const uint b_last = uint(pos) / pc.BS, r_last = uint(pos) % pc.BS;
-  // Loop passes: (keys + SG - 1) / SG, under llvmpipe's 65535 per invocation (the host's max_keys
-  // keeps to it, KernelPolicy::loop_budget).
+  // Loop passes: (keys + STEP - 1) / STEP, under llvmpipe's 65535 per invocation (the host's
+  // max_keys keeps to it, KernelPolicy::loop_budget).
   uint pf = 0u;
-  for (int j0 = lo; j0 <= pos; j0 += int(SG)) {
-    bool valid = j0 + int(lane) <= pos;
-    uint bb = valid ? b : b_last, rr = valid ? r : r_last;
-    uint cell = texelFetch(Bt, int(bt_row + bb)).x * pc.BS + rr;
-    uint kb = pc.k_off + (cell * pc.Hkv + hk) * pc.Dk, vb = pc.v_off + (cell * pc.Hkv + hk) * pc.Dv;
-    if (PF != 0u) {  // prefetch: the first 256 bytes of the K and V rows PF passes ahead
-      bool in_seq = j0 + int(lane + PF * SG) <= pos;
-      uint cn = texelFetch(Bt, int(bt_row + (in_seq ? bn : b_last))).x * pc.BS + (in_seq ? rn : r_last);
-      uint kn = texel_of(KDT, pc.k_off + (cn * pc.Hkv + hk) * pc.Dk);
-      uint vn = texel_of(VDT, pc.v_off + (cn * pc.Hkv + hk) * pc.Dv);
-      uint w = texelFetch(Kc, int(kn)).x ^ texelFetch(Vc, int(vn)).x;
-      if (KROW > 128u) w ^= texelFetch(Kc, int(kn + 8u)).x;
-      if (VROW > 128u) w ^= texelFetch(Vc, int(vn + 8u)).x;
-      pf ^= w;
-    }
-    // q·k for every head: four partial chains per head (groups g % 4), summed in a fixed order.
-    float part[QG * 4];
-    [[unroll]] for (uint i = 0u; i < QG * 4u; ++i) part[i] = 0.0;
-    [[unroll]] for (uint g = 0u; g < GK; ++g) {
-      vec4 k0, k1;
-      group8(Kc, KDT, kb, g, pc.Dk, k0, k1);
-      [[unroll]] for (uint h = 0u; h < QG; ++h) {
-        float a = part[h * 4u + g % 4u];
-        vec4 x = qa[h * GK + g], y = qb[h * GK + g];
-        a = fma(x.x, k0.x, a);
-        a = fma(x.y, k0.y, a);
-        a = fma(x.z, k0.z, a);
-        a = fma(x.w, k0.w, a);
-        a = fma(y.x, k1.x, a);
-        a = fma(y.y, k1.y, a);
-        a = fma(y.z, k1.z, a);
-        a = fma(y.w, k1.w, a);
-        part[h * 4u + g % 4u] = a;
+  for (int j0 = lo; j0 <= pos; j0 += int(STEP)) {
+    bool valid[KU];
+    uint kb[KU], vb[KU];
+    [[unroll]] for (uint u = 0u; u < KU; ++u) {
+      valid[u] = j0 + int(u * SG + lane) <= pos;
+      uint cell = texelFetch(Bt, int(bt_row + (valid[u] ? b[u] : b_last))).x * pc.BS + (valid[u] ? r[u] : r_last);
+      kb[u] = pc.k_off + (cell * pc.Hkv + hk) * pc.Dk, vb[u] = pc.v_off + (cell * pc.Hkv + hk) * pc.Dv;
+      if (PF != 0u) {  // prefetch: the first 256 bytes of the K and V rows PF passes ahead
+        bool in_seq = j0 + int(u * SG + lane + PF * STEP) <= pos;
+        uint cn = texelFetch(Bt, int(bt_row + (in_seq ? bn[u] : b_last))).x * pc.BS + (in_seq ? rn[u] : r_last);
+        uint kn = texel_of(KDT, pc.k_off + (cn * pc.Hkv + hk) * pc.Dk);
+        uint vn = texel_of(VDT, pc.v_off + (cn * pc.Hkv + hk) * pc.Dv);
+        uint w = texelFetch(Kc, int(kn)).x ^ texelFetch(Vc, int(vn)).x;
+        if (VEC && KROW > 128u) w ^= texelFetch(Kc, int(kn + 8u)).x;  // VEC: KROW is the row's size
+        if (VEC && VROW > 128u) w ^= texelFetch(Vc, int(vn + 8u)).x;
+        pf ^= w;
       }
     }
-    float p[QG], corr[QG];
+    // q·k for every head and key: four partial chains each (groups g % 4), summed in a fixed order.
+    float part[KU * QG * 4];
+    [[unroll]] for (uint i = 0u; i < KU * QG * 4u; ++i) part[i] = 0.0;
+    [[unroll]] for (uint u = 0u; u < KU; ++u)
+      [[unroll]] for (uint g = 0u; g < GK; ++g) {
+        vec4 k0, k1;
+        group8(Kc, KDT, kb[u], g, pc.Dk, k0, k1);
+        [[unroll]] for (uint h = 0u; h < QG; ++h) {
+          uint pi = (u * QG + h) * 4u + g % 4u;
+          float a = part[pi];
+          vec4 x = qa[h * GK + g], y = qb[h * GK + g];
+          a = fma(x.x, k0.x, a);
+          a = fma(x.y, k0.y, a);
+          a = fma(x.z, k0.z, a);
+          a = fma(x.w, k0.w, a);
+          a = fma(y.x, k1.x, a);
+          a = fma(y.y, k1.y, a);
+          a = fma(y.z, k1.z, a);
+          a = fma(y.w, k1.w, a);
+          part[pi] = a;
+        }
+      }
+    // One online-softmax update for the pass's KU keys: the running max over them, one rescale of
+    // the accumulators, their weighted values added in key order.
+    float p[KU * QG], corr[QG];
     [[unroll]] for (uint h = 0u; h < QG; ++h) {
-      float s = ((part[h * 4u] + part[h * 4u + 1u]) + (part[h * 4u + 2u] + part[h * 4u + 3u])) * pc.scale;
-      if (CAP) s = pc.cap * tanh(s / pc.cap);
-      s = valid ? s : NEG_INF;
-      float mn = max(m[h], s);
+      float sc[KU];
+      float mn = m[h];
+      [[unroll]] for (uint u = 0u; u < KU; ++u) {
+        uint pi = (u * QG + h) * 4u;
+        float s = ((part[pi] + part[pi + 1u]) + (part[pi + 2u] + part[pi + 3u])) * pc.scale;
+        if (CAP) s = pc.cap * tanh(s / pc.cap);
+        sc[u] = valid[u] ? s : NEG_INF;
+        mn = max(mn, sc[u]);
+      }
       corr[h] = mn == m[h] ? 1.0 : exp(m[h] - mn);  // no NaN from -inf - -inf
-      p[h] = valid ? exp(s - mn) : 0.0;
-      l[h] = l[h] * corr[h] + p[h];
+      float lsum = l[h] * corr[h];
+      [[unroll]] for (uint u = 0u; u < KU; ++u) {
+        p[u * QG + h] = valid[u] ? exp(sc[u] - mn) : 0.0;
+        lsum += p[u * QG + h];
+      }
+      l[h] = lsum;
       m[h] = mn;
     }
     [[unroll]] for (uint g = 0u; g < GV; ++g) {
-      vec4 v0, v1;
-      group8(Vc, VDT, vb, g, pc.Dv, v0, v1);
+      vec4 v0[KU], v1[KU];
+      [[unroll]] for (uint u = 0u; u < KU; ++u) group8(Vc, VDT, vb[u], g, pc.Dv, v0[u], v1[u]);
       [[unroll]] for (uint h = 0u; h < QG; ++h) {
-        aa[h * GV + g] = fma(vec4(p[h]), v0, aa[h * GV + g] * corr[h]);
-        ab[h * GV + g] = fma(vec4(p[h]), v1, ab[h * GV + g] * corr[h]);
+        vec4 x = aa[h * GV + g] * corr[h], y = ab[h * GV + g] * corr[h];
+        [[unroll]] for (uint u = 0u; u < KU; ++u) {
+          x = fma(vec4(p[u * QG + h]), v0[u], x);
+          y = fma(vec4(p[u * QG + h]), v1[u], y);
+        }
+        aa[h * GV + g] = x;
+        ab[h * GV + g] = y;
       }
     }
-    b += db;
-    r += dr;
-    if (r >= pc.BS) {
-      r -= pc.BS;
-      ++b;
-    }
-    if (PF != 0u) {
-      bn += db;
-      rn += dr;
-      if (rn >= pc.BS) {
-        rn -= pc.BS;
-        ++bn;
+    [[unroll]] for (uint u = 0u; u < KU; ++u) {
+      b[u] += db;
+      r[u] += dr;
+      if (r[u] >= pc.BS) {
+        r[u] -= pc.BS;
+        ++b[u];
+      }
+      if (PF != 0u) {
+        bn[u] += db;
+        rn[u] += dr;
+        if (rn[u] >= pc.BS) {
+          rn[u] -= pc.BS;
+          ++bn[u];
+        }
       }
     }
   }
