@@ -48,7 +48,8 @@ Arg OpEnv::tex(const TensorRef& t, VkFormat f) const {
                                                                                             : 4;
   uint64_t b = base(t);
   check_in_buffer(t);
-  uint64_t reach = std::min<uint64_t>(a.size - b, dev.policy().texel_reach) / texel * texel;
+  // texel_reach is maxTexelBufferElements 16-byte texels; a view of smaller texels reaches less.
+  uint64_t reach = std::min<uint64_t>(a.size - b, dev.policy().texel_reach / 16 * texel) / texel * texel;
   if (t.offset - b + t.desc.bytes() > reach)
     fail(fmt::format("tensor {} ({} bytes) exceeds the device's texel-buffer reach ({} bytes); split it", t.desc.str(),
                      t.desc.bytes(), reach));

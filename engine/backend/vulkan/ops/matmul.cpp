@@ -190,7 +190,7 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
       e.fail(fmt::format("{} fused output features exceed the grid limit", groups * plan.tn));
     uint32_t gy = 1, gz = 1;
     row_grid(d, R, plan.tm, gy, gz);
-    std::vector<Arg> args = {e.tex(x, xf), Arg{&e.alloc(w), wf, false, wlo, whi - wlo, wbase}, e.ssbo(x),
+    std::vector<Arg> args = {e.tex(x, xf), Arg{&e.alloc(w), wf, false, wlo, whi - wlo, wbase}, flags,
                              Arg{&e.alloc(n.dst), VK_FORMAT_UNDEFINED, true, ylo, yhi - ylo, ybase}, flags};
     const Pipeline& p =
         e.pipeline(shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, 0u, clean});
@@ -213,8 +213,9 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
   const uint64_t yrow = static_cast<uint64_t>(M) * 4, yreach = e.dev.policy().storage_reach;
   int64_t rwin = R;
   if (n.dst.offset % 256 + static_cast<uint64_t>(R) * yrow > yreach) {
-    rwin = static_cast<int64_t>((yreach - 256) / yrow) / 8 * 8;  // whole 8-row tiles
-    if (moe && moe_mode == 1) rwin = rwin / kslots * kslots;     // whole tokens: x row = r / kslots
+    rwin = static_cast<int64_t>((yreach - 256) / yrow);
+    if (rwin >= 8) rwin = rwin / 8 * 8;                       // whole 8-row tiles
+    if (moe && moe_mode == 1) rwin = rwin / kslots * kslots;  // whole tokens: x row = r / kslots
     if (rwin < 1)
       e.fail(fmt::format("one output row of {} bytes exceeds the storage-buffer reach ({} bytes)", yrow, yreach));
   }
@@ -246,7 +247,9 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
       if (!quant) aligned = aligned && ws.offset % 16 == 0;
       MatmulPlan plan = e.dev.policy().matmul(wt, rb, mb, K, aligned, moe);
       check_loop_budget(e, wt, plan, K);
-      std::vector<Arg> args = {e.tex(xs, xf), e.tex(ws, wf), moe ? e.ssbo(ids) : e.ssbo(xs), e.ssbo(ys, true), flags};
+      // Binding 2 is the expert ids (MoE) or unused: the flags buffer stands in (x may pass the
+      // storage reach).
+      std::vector<Arg> args = {e.tex(xs, xf), e.tex(ws, wf), moe ? e.ssbo(ids) : flags, e.ssbo(ys, true), flags};
       const Pipeline& p = e.pipeline(
           shader, binds, {plan.local_size, plan.tm, plan.tn, plan.aligned ? 1u : 0u, moe_mode, half_clean(ws)});
       MatmulPush push{};

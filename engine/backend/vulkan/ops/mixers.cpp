@@ -176,7 +176,8 @@ void record_recurrent(const OpEnv& e) {
   // 37.6 / 25.5 / 23.1 / 26.2 ms. With 4, the state is read 4 columns per RGBA32F texel (STV):
   // decode 1.05 -> 0.79 ms. (Storing it through a storage texel view instead of the SSBO was
   // slower: 1.03 -> 1.33-1.41 ms.)
-  const uint32_t cols = !dk_spec ? 1 : Dv % 4 == 0 ? 4 : Dv % 2 == 0 ? 2 : 1;
+  // Measured on lavapipe only: GPUs keep one column (128 state floats per thread, not 512).
+  const uint32_t cols = !dk_spec || !e.dev.policy().cpu_device ? 1 : Dv % 4 == 0 ? 4 : Dv % 2 == 0 ? 2 : 1;
   const bool stv = cols == 4 && st.offset % 16 == 0 && st.desc.bytes() + 256 <= e.dev.policy().texel_reach;
   const Pipeline& p = e.pipeline("gated_delta", binds, {dk_spec, vec ? 1u : 0u, cols, stv ? 1u : 0u});
   const VkFormat qkf = vec ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT;
