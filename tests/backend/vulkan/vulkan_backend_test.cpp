@@ -250,6 +250,11 @@ TEST(Vulkan, WeightsBeyondTheTexelReachRunInRowBlocks) {
   }
 }
 
+/** Expert ids of 9 tokens x 2 slots over 4 experts. */
+uint32_t ids_of(OpGraph& g) {
+  return g.i32({9, 2}, {0, 3, 1, 1, 2, 0, 3, 2, 1, 0, 0, 0, 2, 3, 3, 1, 2, 2});
+}
+
 TEST(Vulkan, MatmulOutputsBeyondTheStorageReachRunInRowWindows) {
   // Real case: the logits of every position of a 300-token prompt (300 x 151936 floats, 182 MB)
   // exceed one storage binding on lavapipe (128 MiB). Lower the reach so small products take the
@@ -265,14 +270,29 @@ TEST(Vulkan, MatmulOutputsBeyondTheStorageReachRunInRowWindows) {
     OpGraph g(13);
     // 37 rows of 160 bytes: windows of 24 rows. MoE: 9 tokens x 2 slots of 288 bytes: 8 rows.
     g.output(g.op(KILN_OP_MATMUL, {g.f32({37, 64}), g.weight(t, {40, 64})}));
-    const uint32_t ids = g.i32({9, 2}, {0, 3, 1, 1, 2, 0, 3, 2, 1, 0, 0, 0, 2, 3, 3, 1, 2, 2});
-    g.output(g.op(KILN_OP_MOE_MATMUL, {g.f32({9, 64}), g.weight(t, {4, 72, 64}), ids}));
+    g.output(g.op(KILN_OP_MOE_MATMUL, {g.f32({9, 64}), g.weight(t, {4, 72, 64}), ids_of(g)}));
     auto got = g.run(*small);
     EXPECT_EQ(small->last_dispatches(), 2u + 3u) << "37 rows in 2 windows, 18 MoE rows in 3";
+    // MoE with one x row per slot (x [N, k, K]: row r reads x row r).
+    OpGraph g2(14);
+    g2.output(g2.op(KILN_OP_MOE_MATMUL, {g2.f32({9, 2, 64}), g2.weight(t, {4, 72, 64}), ids_of(g2)}));
     auto ref = g.run(*dev);
     ASSERT_EQ(got.size(), 2u);
     EXPECT_TRUE(bitwise_equal(got[0].f, ref[0].f)) << backend::dtype_name(t);
     EXPECT_TRUE(bitwise_equal(got[1].f, ref[1].f)) << backend::dtype_name(t) << " MoE";
+    EXPECT_TRUE(bitwise_equal(g2.run(*small)[0].f, g2.run(*dev)[0].f)) << backend::dtype_name(t) << " MoE per slot";
+  }
+  // Output windows and weight row blocks together (a large LM head over many rows).
+  setenv("KILN_VULKAN_STORAGE_REACH", "4096", 1);
+  setenv("KILN_VULKAN_TEXEL_REACH", "8192", 1);
+  std::unique_ptr<vk::VulkanDevice> tiny;
+  tiny = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
+  unsetenv("KILN_VULKAN_STORAGE_REACH");
+  unsetenv("KILN_VULKAN_TEXEL_REACH");
+  for (DType t : {DType::f16, DType::q8_0}) {
+    OpGraph g(15);
+    g.output(g.op(KILN_OP_MATMUL, {g.f32({37, 64}), g.weight(t, {203, 64})}));
+    EXPECT_TRUE(bitwise_equal(g.run(*tiny)[0].f, g.run(*dev)[0].f)) << backend::dtype_name(t);
   }
 }
 
