@@ -34,6 +34,7 @@ KernelPolicy choose_policy(const DeviceInfo& d) {
   if (const char* a = std::getenv("KILN_VULKAN_ATTENTION"); a && *a)
     p.attention_split_keys = std::string_view(a) == "keys";
   p.attention_keys_per_lane = d.is_lavapipe ? 2 : 1;
+  p.attention_query_tile = d.is_lavapipe ? 4 : 1;
   if (const char* r = std::getenv("KILN_VULKAN_STORAGE_REACH"); r && *r)
     p.storage_reach = std::min<uint64_t>(p.storage_reach, std::max<uint64_t>(std::strtoull(r, nullptr, 10), 4096));
   return p;
@@ -46,9 +47,11 @@ uint32_t attention_max_seqs(uint32_t budget) {
 uint32_t attention_max_keys(const KernelPolicy& p, int64_t bs) {
   if (!p.loop_budget) return 0;
   const int64_t its = static_cast<int64_t>(p.loop_budget) - attention_max_seqs(p.loop_budget) - 16;
-  if (p.attention_split_keys)  // one pass per lanes x keys_per_lane keys, plus the exit pass
+  if (p.attention_split_keys) {  // one pass per lanes x keys_per_lane keys plus the exit pass, per round
+    const int64_t rounds = std::max<uint32_t>(p.attention_query_tile, 1);
     return static_cast<uint32_t>(
-        std::clamp<int64_t>((its - 1) * p.row_local_size * p.attention_keys_per_lane, 1, UINT32_MAX));
+        std::clamp<int64_t>((its / rounds - 2) * p.row_local_size * p.attention_keys_per_lane, 1, UINT32_MAX));
+  }
   // attention_dims.comp: a block of bs keys costs ceil(bs/4) + 2 passes.
   const int64_t per_block = (bs + 3) / 4 + 2;
   return static_cast<uint32_t>(std::max<int64_t>((its - 2 * per_block) * bs / per_block, 1));

@@ -57,6 +57,10 @@ struct KernelPolicy {
   /** attention_keys.comp keys per lane and pass (KU): one softmax update and one rescale of the
    *  accumulators for all of them. 2 on lavapipe: 4096 keys 1.83-1.94 -> 1.64-1.76 ms. */
   uint32_t attention_keys_per_lane = 1;
+  /** attention_keys.comp query tokens per workgroup in prefill batches, at most (TQ): their query
+   *  heads share each key's fetches. A tile across a sequence boundary runs one round per token,
+   *  so the key limit is divided by it. */
+  uint32_t attention_query_tile = 1;
 };
 
 KernelPolicy choose_policy(const DeviceInfo& d);

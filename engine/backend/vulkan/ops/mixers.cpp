@@ -92,14 +92,23 @@ void record_attention(const OpEnv& e) {
     // outputs (GK / GV); q and cache rows 16-byte aligned read a group per texel (VEC).
     const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0 && q.offset % 16 == 0;
     const uint32_t qg = heads_per_group([&](uint32_t c) { return c * (gk + gv) <= 128; });
+    // Query tokens per workgroup (TQ) when some sequence has several (prefill): the tile's query
+    // heads (TQ x QG) share each key's fetches, within the same 128 groups per lane.
+    uint32_t tq = 1;
+    if (N > S)
+      for (uint32_t c : {4u, 2u})
+        if (c <= pol.attention_query_tile && c * qg * (gk + gv) <= 128) {
+          tq = c;
+          break;
+        }
     const Pipeline& p =
         e.pipeline("attention_keys",
                    {Bind::texel, Bind::texel, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage},
                    {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u, gk, qg, cap, gv,
-                    pol.cpu_device ? 2u : 0u, pol.attention_keys_per_lane});
+                    pol.cpu_device ? 2u : 0u, pol.attention_keys_per_lane, tq});
     // err[3]: an idempotent flag, err[7]: a sink nobody reads; no hazard either way.
     const Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 32};
-    uint32_t gy = 1, gx = row_groups(e, static_cast<uint64_t>(N * Hq / qg), gy);
+    uint32_t gy = 1, gx = row_groups(e, static_cast<uint64_t>((N + tq - 1) / tq * (Hq / qg)), gy);
     e.dispatch(p,
                {e.tex(q, vec ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT),
                 e.tex(kc, VK_FORMAT_R32G32B32A32_UINT), e.tex(vc, VK_FORMAT_R32G32B32A32_UINT),

@@ -33,6 +33,9 @@ layout(constant_id = 8) const uint PF = 0;
 // Keys per lane and pass (KU): one online-softmax update and one rescale of the accumulators for
 // all of them.
 layout(constant_id = 9) const uint KU = 1;
+// Query tokens per workgroup (TQ, prefill): each key's K/V rows are fetched once for the TQ
+// tokens' QG heads. A tile whose tokens are in different sequences runs one round per token.
+layout(constant_id = 10) const uint TQ = 1;
 // Bytes of a K / V row (the prefetch reads a second texel 128 bytes in when the row is longer).
 const uint KROW = GK * 8u * (KDT == 0u ? 4u : 2u), VROW = GV * 8u * (VDT == 0u ? 4u : 2u);
 // Query heads per workgroup (GQA: heads that share a KV head), so each key's K and V rows are
@@ -100,156 +103,196 @@ void main() {
   const float NEG_INF = -1.0 / 0.0;
   uint groups_per_token = pc.Hq / QG;
   uint item = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
-  if (item >= pc.N * groups_per_token) return;
-  uint t = item / groups_per_token, h0 = (item % groups_per_token) * QG;  // heads h0 .. h0+QG-1
+  uint tiles = (pc.N + TQ - 1u) / TQ;
+  if (item >= tiles * groups_per_token) return;
+  uint t0 = (item / groups_per_token) * TQ, h0 = (item % groups_per_token) * QG;  // heads h0 .. h0+QG-1
   uint lane = gl_LocalInvocationID.x;
-  uint ob0 = pc.o_off + (t * pc.Hq + h0) * pc.Dv;
-
-  int seq = -1;
-  int pos = 0;
-  for (uint s = 0u; s < pc.S; ++s) {
-    int qs = seqs[pc.seqs_off + s * 4u], ql = seqs[pc.seqs_off + s * 4u + 1u];
-    if (int(t) >= qs && int(t) < qs + ql) {
-      seq = int(s);
-      pos = seqs[pc.seqs_off + s * 4u + 2u] - ql + (int(t) - qs);
-    }
-  }
-  if (seq < 0) {  // rows outside every sequence produce 0
-    for (uint d = lane; d < QG * pc.Dv; d += SG) o[ob0 + d] = 0.0;
-    return;
-  }
   uint hk = h0 / (pc.Hq / pc.Hkv);
 
-  // q of the QG heads, the same in every lane. [head][group]
-  vec4 qa[QG * GK], qb[QG * GK];
-  [[unroll]] for (uint h = 0u; h < QG; ++h) {
-    uint qbase = pc.q_off + (t * pc.Hq + h0 + h) * pc.Dk;
-    [[unroll]] for (uint g = 0u; g < GK; ++g) {
-      if (VEC) {
-        qa[h * GK + g] = texelFetch(Q, int((qbase >> 2) + 2u * g));
-        qb[h * GK + g] = texelFetch(Q, int((qbase >> 2) + 2u * g + 1u));
-      } else {
-        float e[8];
-        [[unroll]] for (uint j = 0u; j < 8u; ++j) {
-          float v = texelFetch(Q, int(qbase + min(8u * g + j, pc.Dk - 1u))).x;
-          e[j] = 8u * g + j < pc.Dk ? v : 0.0;
-        }
-        qa[h * GK + g] = vec4(e[0], e[1], e[2], e[3]);
-        qb[h * GK + g] = vec4(e[4], e[5], e[6], e[7]);
+  // The tile's tokens t0 .. t0+TQ-1: sequence (-1: none, or past N), position, first visible key.
+  int seq[TQ], pos[TQ], lo[TQ];
+  [[unroll]] for (uint q = 0u; q < TQ; ++q) seq[q] = -1, pos[q] = 0;
+  for (uint s = 0u; s < pc.S; ++s) {
+    int qs = seqs[pc.seqs_off + s * 4u], ql = seqs[pc.seqs_off + s * 4u + 1u];
+    int kv = seqs[pc.seqs_off + s * 4u + 2u];
+    [[unroll]] for (uint q = 0u; q < TQ; ++q) {
+      int t = int(t0 + q);
+      if (t < int(pc.N) && t >= qs && t < qs + ql) {
+        seq[q] = int(s);
+        pos[q] = kv - ql + (t - qs);
       }
     }
   }
-  vec4 aa[QG * GV], ab[QG * GV];  // this lane's unnormalized outputs [head][group]
-  float m[QG], l[QG];             // this lane's running max and sum of exp
-  [[unroll]] for (uint i = 0u; i < QG * GV; ++i) aa[i] = vec4(0.0), ab[i] = vec4(0.0);
-  [[unroll]] for (uint h = 0u; h < QG; ++h) m[h] = NEG_INF, l[h] = 0.0;
+  int s0 = -1;
+  bool same = true;  // every token of the tile in one sequence (or none): one round for all
+  [[unroll]] for (uint q = 0u; q < TQ; ++q) {
+    lo[q] = pc.window > 0 ? max(0, pos[q] - pc.window + 1) : 0;
+    if (seq[q] >= 0) {
+      if (pc.max_keys != 0u && pos[q] - lo[q] + 1 > int(pc.max_keys) && lane == 0u) err[3] = 1u;
+      same = same && (s0 < 0 || seq[q] == s0);
+      s0 = s0 < 0 ? seq[q] : s0;
+    } else if (t0 + q < pc.N) {  // rows outside every sequence produce 0
+      uint ob = pc.o_off + ((t0 + q) * pc.Hq + h0) * pc.Dv;
+      for (uint d = lane; d < QG * pc.Dv; d += SG) o[ob + d] = 0.0;
+    }
+  }
+  if (s0 < 0) return;
 
-  int lo = pc.window > 0 ? max(0, pos - pc.window + 1) : 0;
-  if (pc.max_keys != 0u && pos - lo + 1 > int(pc.max_keys) && lane == 0u) err[3] = 1u;
-  uint kstep = pc.Hkv * pc.Dk, vstep = pc.Hkv * pc.Dv;  // elements between consecutive cells
-  uint bt_row = pc.bt_off + uint(seq) * pc.MB;
-  // The lane's keys in a pass, j = j0 + u·SG + lane for u < KU, as (block b, cell r in it), advanced
-  // by KU·SG keys per pass without a division. Lanes past pos read the last key (its weight is 0):
-  // straight-line loads.
-  const uint STEP = KU * SG;
-  uint b[KU], r[KU], bn[KU], rn[KU];  // this pass's keys and the keys PF passes ahead
-  [[unroll]] for (uint u = 0u; u < KU; ++u) {
-    uint j = uint(lo) + u * SG + lane, jn = j + PF * STEP;
-    b[u] = j / pc.BS, r[u] = j % pc.BS, bn[u] = jn / pc.BS, rn[u] = jn % pc.BS;
-  }
-  const uint db = STEP / pc.BS, dr = STEP % pc.BS;
-  const uint b_last = uint(pos) / pc.BS, r_last = uint(pos) % pc.BS;
-  // Loop passes: (keys + STEP - 1) / STEP, under llvmpipe's 65535 per invocation (the host's
-  // max_keys keeps to it, KernelPolicy::loop_budget).
-  uint pf = 0u;
-  for (int j0 = lo; j0 <= pos; j0 += int(STEP)) {
-    bool valid[KU];
-    uint kb[KU], vb[KU];
-    [[unroll]] for (uint u = 0u; u < KU; ++u) {
-      valid[u] = j0 + int(u * SG + lane) <= pos;
-      uint cell = texelFetch(Bt, int(bt_row + (valid[u] ? b[u] : b_last))).x * pc.BS + (valid[u] ? r[u] : r_last);
-      kb[u] = pc.k_off + (cell * pc.Hkv + hk) * pc.Dk, vb[u] = pc.v_off + (cell * pc.Hkv + hk) * pc.Dv;
-      if (PF != 0u) {  // prefetch: the first 256 bytes of the K and V rows PF passes ahead
-        bool in_seq = j0 + int(u * SG + lane + PF * STEP) <= pos;
-        uint cn = texelFetch(Bt, int(bt_row + (in_seq ? bn[u] : b_last))).x * pc.BS + (in_seq ? rn[u] : r_last);
-        uint kn = texel_of(KDT, pc.k_off + (cn * pc.Hkv + hk) * pc.Dk);
-        uint vn = texel_of(VDT, pc.v_off + (cn * pc.Hkv + hk) * pc.Dv);
-        uint w = texelFetch(Kc, int(kn)).x ^ texelFetch(Vc, int(vn)).x;
-        if (VEC && KROW > 128u) w ^= texelFetch(Kc, int(kn + 8u)).x;  // VEC: KROW is the row's size
-        if (VEC && VROW > 128u) w ^= texelFetch(Vc, int(vn + 8u)).x;
-        pf ^= w;
-      }
-    }
-    // q·k for every head and key: four partial chains each (groups g % 4), summed in a fixed order.
-    float part[KU * QG * 4];
-    [[unroll]] for (uint i = 0u; i < KU * QG * 4u; ++i) part[i] = 0.0;
-    [[unroll]] for (uint u = 0u; u < KU; ++u)
-      [[unroll]] for (uint g = 0u; g < GK; ++g) {
-        vec4 k0, k1;
-        group8(Kc, KDT, kb[u], g, pc.Dk, k0, k1);
-        [[unroll]] for (uint h = 0u; h < QG; ++h) {
-          uint pi = (u * QG + h) * 4u + g % 4u;
-          float a = part[pi];
-          vec4 x = qa[h * GK + g], y = qb[h * GK + g];
-          a = fma(x.x, k0.x, a);
-          a = fma(x.y, k0.y, a);
-          a = fma(x.z, k0.z, a);
-          a = fma(x.w, k0.w, a);
-          a = fma(y.x, k1.x, a);
-          a = fma(y.y, k1.y, a);
-          a = fma(y.z, k1.z, a);
-          a = fma(y.w, k1.w, a);
-          part[pi] = a;
-        }
-      }
-    // One online-softmax update for the pass's KU keys: the running max over them, one rescale of
-    // the accumulators, their weighted values added in key order.
-    float p[KU * QG], corr[QG];
+  // q of each token's QG heads, the same in every lane. [token][head][group]
+  vec4 qa[TQ * QG * GK], qb[TQ * QG * GK];
+  [[unroll]] for (uint q = 0u; q < TQ; ++q)
     [[unroll]] for (uint h = 0u; h < QG; ++h) {
-      float sc[KU];
-      float mn = m[h];
-      [[unroll]] for (uint u = 0u; u < KU; ++u) {
-        uint pi = (u * QG + h) * 4u;
-        float s = ((part[pi] + part[pi + 1u]) + (part[pi + 2u] + part[pi + 3u])) * pc.scale;
-        if (CAP) s = pc.cap * tanh(s / pc.cap);
-        sc[u] = valid[u] ? s : NEG_INF;
-        mn = max(mn, sc[u]);
-      }
-      corr[h] = mn == m[h] ? 1.0 : exp(m[h] - mn);  // no NaN from -inf - -inf
-      float lsum = l[h] * corr[h];
-      [[unroll]] for (uint u = 0u; u < KU; ++u) {
-        p[u * QG + h] = valid[u] ? exp(sc[u] - mn) : 0.0;
-        lsum += p[u * QG + h];
-      }
-      l[h] = lsum;
-      m[h] = mn;
-    }
-    [[unroll]] for (uint g = 0u; g < GV; ++g) {
-      vec4 v0[KU], v1[KU];
-      [[unroll]] for (uint u = 0u; u < KU; ++u) group8(Vc, VDT, vb[u], g, pc.Dv, v0[u], v1[u]);
-      [[unroll]] for (uint h = 0u; h < QG; ++h) {
-        vec4 x = aa[h * GV + g] * corr[h], y = ab[h * GV + g] * corr[h];
-        [[unroll]] for (uint u = 0u; u < KU; ++u) {
-          x = fma(vec4(p[u * QG + h]), v0[u], x);
-          y = fma(vec4(p[u * QG + h]), v1[u], y);
+      uint qbase = pc.q_off + (min(t0 + q, pc.N - 1u) * pc.Hq + h0 + h) * pc.Dk;
+      [[unroll]] for (uint g = 0u; g < GK; ++g) {
+        uint i = (q * QG + h) * GK + g;
+        if (VEC) {
+          qa[i] = texelFetch(Q, int((qbase >> 2) + 2u * g));
+          qb[i] = texelFetch(Q, int((qbase >> 2) + 2u * g + 1u));
+        } else {
+          float e[8];
+          [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+            float v = texelFetch(Q, int(qbase + min(8u * g + j, pc.Dk - 1u))).x;
+            e[j] = 8u * g + j < pc.Dk ? v : 0.0;
+          }
+          qa[i] = vec4(e[0], e[1], e[2], e[3]);
+          qb[i] = vec4(e[4], e[5], e[6], e[7]);
         }
-        aa[h * GV + g] = x;
-        ab[h * GV + g] = y;
       }
     }
+  vec4 aa[TQ * QG * GV], ab[TQ * QG * GV];  // this lane's unnormalized outputs [token][head][group]
+  float m[TQ * QG], l[TQ * QG];              // this lane's running max and sum of exp
+  [[unroll]] for (uint i = 0u; i < TQ * QG * GV; ++i) aa[i] = vec4(0.0), ab[i] = vec4(0.0);
+  [[unroll]] for (uint i = 0u; i < TQ * QG; ++i) m[i] = NEG_INF, l[i] = 0.0;
+
+  // Key j goes to lane j % SG, as key (j / SG) % KU of pass j / STEP, counted from key 0 whatever
+  // the token's window: which keys share a lane and a softmax update depends on each token's own
+  // [lo, pos] alone, so a token's bits are the same alone, in a tile of TQ, or in any batch.
+  const uint STEP = KU * SG;
+  uint pf = 0u;
+  // One round for a tile in one sequence; else one round per token (rare: a tile across a
+  // sequence boundary), each a pass over that token's keys only.
+  uint rounds = same ? 1u : TQ;
+  for (uint rd = 0u; rd < rounds; ++rd) {
+    bool act[TQ];
+    int rlo = 0x7fffffff, rhi = -1, rs = -1;
+    [[unroll]] for (uint q = 0u; q < TQ; ++q) {
+      act[q] = seq[q] >= 0 && (same || q == rd);
+      if (act[q]) rlo = min(rlo, lo[q]), rhi = max(rhi, pos[q]), rs = seq[q];
+    }
+    if (rs < 0) continue;
+    uint bt_row = pc.bt_off + uint(rs) * pc.MB;
+    // The lane's keys in a pass, j = j0 + u·SG + lane for u < KU, as (block b, cell r in it),
+    // advanced by STEP keys per pass without a division. Keys outside [rlo, rhi] read key rhi (their
+    // weight is 0; blocks before a window may be freed): straight-line loads.
+    int jstart = rlo / int(STEP) * int(STEP);
+    uint b[KU], r[KU], bn[KU], rn[KU];  // this pass's keys and the keys PF passes ahead
     [[unroll]] for (uint u = 0u; u < KU; ++u) {
-      b[u] += db;
-      r[u] += dr;
-      if (r[u] >= pc.BS) {
-        r[u] -= pc.BS;
-        ++b[u];
+      uint j = uint(jstart) + u * SG + lane, jn = j + PF * STEP;
+      b[u] = j / pc.BS, r[u] = j % pc.BS, bn[u] = jn / pc.BS, rn[u] = jn % pc.BS;
+    }
+    const uint db = STEP / pc.BS, dr = STEP % pc.BS;
+    const uint b_last = uint(rhi) / pc.BS, r_last = uint(rhi) % pc.BS;
+    // Loop passes: (keys + STEP - 1) / STEP + 1 per round, under llvmpipe's 65535 per invocation
+    // (the host's max_keys keeps to it for TQ rounds, KernelPolicy::loop_budget).
+    for (int j0 = jstart; j0 <= rhi; j0 += int(STEP)) {
+      bool inr[KU];
+      uint kb[KU], vb[KU];
+      [[unroll]] for (uint u = 0u; u < KU; ++u) {
+        int j = j0 + int(u * SG + lane);
+        inr[u] = j >= rlo && j <= rhi;
+        uint cell = texelFetch(Bt, int(bt_row + (inr[u] ? b[u] : b_last))).x * pc.BS + (inr[u] ? r[u] : r_last);
+        kb[u] = pc.k_off + (cell * pc.Hkv + hk) * pc.Dk, vb[u] = pc.v_off + (cell * pc.Hkv + hk) * pc.Dv;
+        if (PF != 0u) {  // prefetch: the first 256 bytes of the K and V rows PF passes ahead
+          bool in_seq = j + int(PF * STEP) <= rhi;
+          uint cn = texelFetch(Bt, int(bt_row + (in_seq ? bn[u] : b_last))).x * pc.BS + (in_seq ? rn[u] : r_last);
+          uint kn = texel_of(KDT, pc.k_off + (cn * pc.Hkv + hk) * pc.Dk);
+          uint vn = texel_of(VDT, pc.v_off + (cn * pc.Hkv + hk) * pc.Dv);
+          uint w = texelFetch(Kc, int(kn)).x ^ texelFetch(Vc, int(vn)).x;
+          if (VEC && KROW > 128u) w ^= texelFetch(Kc, int(kn + 8u)).x;  // VEC: KROW is the row's size
+          if (VEC && VROW > 128u) w ^= texelFetch(Vc, int(vn + 8u)).x;
+          pf ^= w;
+        }
       }
-      if (PF != 0u) {
-        bn[u] += db;
-        rn[u] += dr;
-        if (rn[u] >= pc.BS) {
-          rn[u] -= pc.BS;
-          ++bn[u];
+      // q·k for every token, head and key: four partial chains each (groups g % 4), summed in a
+      // fixed order.
+      float part[KU * TQ * QG * 4];
+      [[unroll]] for (uint i = 0u; i < KU * TQ * QG * 4u; ++i) part[i] = 0.0;
+      [[unroll]] for (uint u = 0u; u < KU; ++u)
+        [[unroll]] for (uint g = 0u; g < GK; ++g) {
+          vec4 k0, k1;
+          group8(Kc, KDT, kb[u], g, pc.Dk, k0, k1);
+          [[unroll]] for (uint qh = 0u; qh < TQ * QG; ++qh) {
+            uint pi = (u * TQ * QG + qh) * 4u + g % 4u;
+            float a = part[pi];
+            vec4 x = qa[qh * GK + g], y = qb[qh * GK + g];
+            a = fma(x.x, k0.x, a);
+            a = fma(x.y, k0.y, a);
+            a = fma(x.z, k0.z, a);
+            a = fma(x.w, k0.w, a);
+            a = fma(y.x, k1.x, a);
+            a = fma(y.y, k1.y, a);
+            a = fma(y.z, k1.z, a);
+            a = fma(y.w, k1.w, a);
+            part[pi] = a;
+          }
+        }
+      // One online-softmax update per token and head for the pass's KU keys: the running max over
+      // them, one rescale of the accumulators, their weighted values added in key order.
+      float p[KU * TQ * QG], corr[TQ * QG];
+      [[unroll]] for (uint q = 0u; q < TQ; ++q) {
+        bool vis[KU];  // key u visible to token q
+        [[unroll]] for (uint u = 0u; u < KU; ++u) {
+          int j = j0 + int(u * SG + lane);
+          vis[u] = act[q] && j >= lo[q] && j <= pos[q];
+        }
+        [[unroll]] for (uint h = 0u; h < QG; ++h) {
+          uint qh = q * QG + h;
+          float sc[KU];
+          float mn = m[qh];
+          [[unroll]] for (uint u = 0u; u < KU; ++u) {
+            uint pi = (u * TQ * QG + qh) * 4u;
+            float s = ((part[pi] + part[pi + 1u]) + (part[pi + 2u] + part[pi + 3u])) * pc.scale;
+            if (CAP) s = pc.cap * tanh(s / pc.cap);
+            sc[u] = vis[u] ? s : NEG_INF;
+            mn = max(mn, sc[u]);
+          }
+          corr[qh] = mn == m[qh] ? 1.0 : exp(m[qh] - mn);  // no NaN from -inf - -inf
+          float lsum = l[qh] * corr[qh];
+          [[unroll]] for (uint u = 0u; u < KU; ++u) {
+            p[u * TQ * QG + qh] = vis[u] ? exp(sc[u] - mn) : 0.0;
+            lsum += p[u * TQ * QG + qh];
+          }
+          l[qh] = lsum;
+          m[qh] = mn;
+        }
+      }
+      [[unroll]] for (uint g = 0u; g < GV; ++g) {
+        vec4 v0[KU], v1[KU];
+        [[unroll]] for (uint u = 0u; u < KU; ++u) group8(Vc, VDT, vb[u], g, pc.Dv, v0[u], v1[u]);
+        [[unroll]] for (uint qh = 0u; qh < TQ * QG; ++qh) {
+          vec4 x = aa[qh * GV + g] * corr[qh], y = ab[qh * GV + g] * corr[qh];
+          [[unroll]] for (uint u = 0u; u < KU; ++u) {
+            x = fma(vec4(p[u * TQ * QG + qh]), v0[u], x);
+            y = fma(vec4(p[u * TQ * QG + qh]), v1[u], y);
+          }
+          aa[qh * GV + g] = x;
+          ab[qh * GV + g] = y;
+        }
+      }
+      [[unroll]] for (uint u = 0u; u < KU; ++u) {
+        b[u] += db;
+        r[u] += dr;
+        if (r[u] >= pc.BS) {
+          r[u] -= pc.BS;
+          ++b[u];
+        }
+        if (PF != 0u) {
+          bn[u] += db;
+          rn[u] += dr;
+          if (rn[u] >= pc.BS) {
+            rn[u] -= pc.BS;
+            ++bn[u];
+          }
         }
       }
     }
@@ -257,17 +300,21 @@ void main() {
 
   if (PF != 0u && lane == 0u) err[7] = pf;  // keeps the prefetch loads (err[7] is never read)
   // Merge the lanes: rescale each lane's sums to the common max, then add them up.
-  [[unroll]] for (uint h = 0u; h < QG; ++h) {
-    float mx = subgroupMax(m[h]);
-    float f = m[h] == NEG_INF ? 0.0 : exp(m[h] - mx);  // a lane without keys adds nothing
-    float inv = 1.0 / subgroupAdd(l[h] * f);
-    uint ob = ob0 + h * pc.Dv;
-    [[unroll]] for (uint g = 0u; g < GV; ++g) {
-      vec4 a = subgroupAdd(aa[h * GV + g] * f) * inv, c = subgroupAdd(ab[h * GV + g] * f) * inv;
-      if (lane == g % SG) {
-        float e[8] = float[8](a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w);
-        [[unroll]] for (uint i = 0u; i < 8u; ++i)
-          if (VEC || 8u * g + i < pc.Dv) o[ob + 8u * g + i] = e[i];
+  [[unroll]] for (uint q = 0u; q < TQ; ++q) {
+    if (seq[q] < 0) continue;
+    [[unroll]] for (uint h = 0u; h < QG; ++h) {
+      uint qh = q * QG + h;
+      float mx = subgroupMax(m[qh]);
+      float f = m[qh] == NEG_INF ? 0.0 : exp(m[qh] - mx);  // a lane without keys adds nothing
+      float inv = 1.0 / subgroupAdd(l[qh] * f);
+      uint ob = pc.o_off + ((t0 + q) * pc.Hq + h0 + h) * pc.Dv;
+      [[unroll]] for (uint g = 0u; g < GV; ++g) {
+        vec4 a = subgroupAdd(aa[qh * GV + g] * f) * inv, c = subgroupAdd(ab[qh * GV + g] * f) * inv;
+        if (lane == g % SG) {
+          float e[8] = float[8](a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w);
+          [[unroll]] for (uint i = 0u; i < 8u; ++i)
+            if (VEC || 8u * g + i < pc.Dv) o[ob + 8u * g + i] = e[i];
+        }
       }
     }
   }
