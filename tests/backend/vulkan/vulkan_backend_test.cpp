@@ -548,7 +548,7 @@ TEST(Vulkan, AttentionKeyLimitOfTheLoopBudget) {
   // truncated key range. The last key's score dominates and its value is 7, so the output is ~7
   // only if it was visited. Blocks of 16 and of 1 (the limit is one loop pass per subgroup of
   // keys either way). With the real budget (~223000 keys) by default; ctest
-  // vulkan_loop_budget_attention reruns it with a budget of 256 (888 keys). Skips on devices
+  // vulkan_loop_budget_attention reruns it with a budget of 256 (416 keys). Skips on devices
   // without a budget (GPUs).
   REQUIRE_VULKAN(dev);
   const uint32_t budget = dev->policy().loop_budget;
