@@ -35,6 +35,8 @@ KernelPolicy choose_policy(const DeviceInfo& d) {
     p.attention_split_keys = std::string_view(a) == "keys";
   p.attention_keys_per_lane = d.is_lavapipe ? 2 : 1;
   p.attention_query_tile = d.is_lavapipe ? 4 : 1;
+  if (uint32_t v = knob("KILN_VULKAN_ATTENTION_KU", 4)) p.attention_keys_per_lane = v;
+  if (uint32_t v = knob("KILN_VULKAN_ATTENTION_TQ", 4)) p.attention_query_tile = v;
   if (const char* r = std::getenv("KILN_VULKAN_STORAGE_REACH"); r && *r)
     p.storage_reach = std::min<uint64_t>(p.storage_reach, std::max<uint64_t>(std::strtoull(r, nullptr, 10), 4096));
   return p;
