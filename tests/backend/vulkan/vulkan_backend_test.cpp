@@ -324,6 +324,32 @@ TEST(Vulkan, ElementwiseOpsBeyondTheStorageReachRunInWindows) {
   EXPECT_THROW(big.run(*small), BackendError);
 }
 
+TEST(Vulkan, GatedDeltaStateBeyondTheStorageReachRunsInWindowsOfSlots) {
+  // Real case: a Qwen3.5 layer's recurrent state is 2 MiB a slot, so 64 sequences fill lavapipe's
+  // 128 MiB binding. With the reach lowered to 4096 bytes (512 / 384-byte slots: windows of 7 / 10), three
+  // sequences in slots of different windows (one of them a prefill) give bitwise the outputs and
+  // final states of one dispatch, and untouched slots stay as they were.
+  REQUIRE_VULKAN(dev);
+  setenv("KILN_VULKAN_STORAGE_REACH", "4096", 1);
+  std::unique_ptr<vk::VulkanDevice> small;
+  small = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
+  unsetenv("KILN_VULKAN_STORAGE_REACH");
+  for (int64_t dv : {8, 6}) {  // 4 value columns per invocation with the state read as texels; 2
+    OpGraph g(19);
+    const int64_t n = 1 + 6 + 1, hv = 2, dk = 8;
+    const uint32_t state = g.cache(DType::f32, {20, hv, dk, dv}, false, "ssm state");
+    const std::vector<int32_t> seqs = {0, 1, 5, 9, 1, 6, 6, 0, 7, 1, 3, 19};  // {q_start, q_len, kv_len, slot}
+    g.output(g.op(KILN_OP_GATED_DELTA,
+                  {g.f32({n, 1, dk}, -0.3f, 0.3f), g.f32({n, 1, dk}, -0.3f, 0.3f), g.f32({n, hv, dv}),
+                   g.f32({n, hv}, -1.0f, 0.0f), g.f32({n, hv}, 0.0f, 1.0f), state, g.i32({3, 4}, seqs)}));
+    auto got = g.run(*small), ref = g.run(*dev);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_TRUE(bitwise_equal(got[0].f, ref[0].f)) << "output, Dv " << dv;
+    EXPECT_TRUE(bitwise_equal(got[1].f, ref[1].f)) << "state, Dv " << dv;
+    EXPECT_EQ(small->last_dispatches(), dv == 8 ? 3u : 2u) << "windows of 7 / 10 slots";
+  }
+}
+
 TEST(Vulkan, StagingUploadsAndDownloadsWork) {
   // The discrete-GPU path (device memory not mappable) forced on this device.
   REQUIRE_VULKAN(dev);

@@ -197,14 +197,30 @@ void record_recurrent(const OpEnv& e) {
   // harness's 300-token prefill at Dk 128 would come out wrong. Dk > 256 loops 2·Dk + 2 per token.
   const int64_t N = q.desc.ne[0],
                 per = dk_spec ? tokens_per_round(e, N, 2, 16) : tokens_per_round(e, N, 2 * Dk + 2, 2 * Dk);
+  // A state beyond one storage binding (lavapipe: 128 MiB, 64 slots of a Qwen3.5 layer's 2 MiB)
+  // runs in windows of whole slots, one dispatch each; a sequence runs in its slot's window only.
+  const int64_t slots = st.desc.ne[0], slot_bytes = Hv * Dk * Dv * 4;
+  const uint64_t reach = e.dev.policy().storage_reach;
+  int64_t win = slots;
+  if (st.offset % 256 + static_cast<uint64_t>(slots * slot_bytes) > reach) {
+    win = static_cast<int64_t>((reach - 256) / static_cast<uint64_t>(slot_bytes));
+    if (win < 1)
+      e.fail(fmt::format("one state slot of {} bytes exceeds the storage-buffer reach ({} bytes)", slot_bytes, reach));
+  }
+  const Arg stv_arg = stv ? e.tex(st, VK_FORMAT_R32G32B32A32_SFLOAT) : e.tex(g, VK_FORMAT_R32_SFLOAT);
   for (int64_t t0 = 0; t0 < std::max<int64_t>(N, 1); t0 += per)
-    e.dispatch_items(
-        p,
-        {e.tex(q, qkf), e.tex(k, qkf), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(st, true), e.ssbo(seqs),
-         e.ssbo(n.dst, true), stv ? e.tex(st, VK_FORMAT_R32G32B32A32_SFLOAT) : e.tex(g, VK_FORMAT_R32_SFLOAT)},
-        {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(v, 4), e.off(g, 4),
-         e.off(beta, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4), u32(t0), u32(per)},
-        static_cast<uint64_t>(S * Hv * Dv / cols));
+    for (int64_t s0 = 0; s0 < std::max<int64_t>(slots, 1); s0 += win) {
+      backend::TensorRef sw = st;
+      sw.offset = st.offset + static_cast<size_t>(s0 * slot_bytes);
+      sw.desc = backend::TensorDesc(DType::f32, {std::min(win, slots - s0), Hv, Dk, Dv});
+      e.dispatch_items(p,
+                       {e.tex(q, qkf), e.tex(k, qkf), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(sw, true),
+                        e.ssbo(seqs), e.ssbo(n.dst, true), stv_arg},
+                       {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(v, 4),
+                        e.off(g, 4), e.off(beta, 4), e.off(sw, 4), e.off(seqs, 4), e.off(n.dst, 4), u32(t0), u32(per),
+                        u32(s0), u32(std::min(s0 + win, slots)), stv ? e.off(st, 4) : 0u},
+                       static_cast<uint64_t>(S * Hv * Dv / cols));
+    }
 }
 
 void record_moe(const OpEnv& e) {

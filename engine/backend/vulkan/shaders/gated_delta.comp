@@ -47,6 +47,9 @@ layout(push_constant) uniform PC {
   uint S, Hk, Hv, Dk, Dv;
   uint q_off, k_off, v_off, g_off, b_off, st_off, seqs_off, o_off;
   uint t_begin, t_count;
+  // Slots [slot_lo, slot_hi) only, `st` bound from slot_lo (a state beyond one storage binding runs
+  // in windows of slots); the St view starts at the whole state, stv_off elements in.
+  uint slot_lo, slot_hi, stv_off;
 } pc;
 
 void main() {
@@ -60,15 +63,17 @@ void main() {
   uint hk = h / (pc.Hv / pc.Hk);
   uint q_start = uint(seqs[pc.seqs_off + s * 4u]), q_len = uint(seqs[pc.seqs_off + s * 4u + 1u]);
   uint slot = uint(seqs[pc.seqs_off + s * 4u + 3u]);
+  if (slot < pc.slot_lo || slot >= pc.slot_hi) return;  // another window's sequence
   uint t_lo = pc.t_begin, t_hi = min(q_len, pc.t_begin + pc.t_count);
   if (t_lo >= t_hi) return;  // this round has none of the sequence's tokens: state untouched
-  uint sb = pc.st_off + (slot * pc.Hv + h) * pc.Dk * pc.Dv + dv0;
+  uint sb = pc.st_off + ((slot - pc.slot_lo) * pc.Hv + h) * pc.Dk * pc.Dv + dv0;  // in `st`
+  uint sbt = pc.stv_off + (slot * pc.Hv + h) * pc.Dk * pc.Dv + dv0;                 // in St
   const uint Dk = DK != 0u ? DK : pc.Dk;
   const uint CD = DK != 0u ? DK : MAXDK;  // col[] stride between columns
   float col[NC * CD];
   if (NC == 4u && STV) {
     [[unroll]] for (uint d = 0u; d < Dk; ++d) {
-      vec4 r = texelFetch(St, int((sb + d * pc.Dv) >> 2));
+      vec4 r = texelFetch(St, int((sbt + d * pc.Dv) >> 2));
       [[unroll]] for (uint c = 0u; c < NC; ++c) col[c * CD + d] = r[c];
     }
   } else {
