@@ -186,6 +186,7 @@ VulkanDevice::~VulkanDevice() {
   }
   rec_.reset();
   zombie_.reset();
+  xfer_zombie_.reset();
   xfer_.reset();
   if (mem_) mem_->release(flags_);
 }
@@ -231,8 +232,28 @@ std::unique_ptr<backend::Buffer> VulkanDevice::import_host(void* ptr, size_t byt
   return std::make_unique<VulkanBuffer>(*this, a, bytes);
 }
 
+std::string VulkanDevice::lost_reason() const {
+  std::lock_guard<std::mutex> lock(lost_mu_);
+  return lost_;
+}
+
+void VulkanDevice::set_lost(const std::string& why) {
+  std::lock_guard<std::mutex> lock(lost_mu_);
+  if (lost_.empty()) lost_ = why;
+}
+
+void VulkanDevice::check_not_lost() const {
+  const std::string why = lost_reason();
+  if (!why.empty())
+    throw BackendError(BackendError::Kind::device,
+                       fmt::format("[backend vulkan] device '{}' is unusable after an earlier failure ({}); restart "
+                                   "the process",
+                                   info_.name, why));
+}
+
 void VulkanDevice::transfer(const Allocation& a, size_t offset, void* host, size_t bytes, bool to_device) {
   std::lock_guard<std::mutex> lock(xfer_mu_);
+  check_not_lost();
   constexpr size_t kChunk = 64ull << 20;
   Allocation staging = mem_->allocate(std::min(bytes, kChunk), MemoryKind::host);
   try {
@@ -249,6 +270,18 @@ void VulkanDevice::transfer(const Allocation& a, size_t offset, void* host, size
         std::memcpy(h, staging.mapped, n);
       }
     }
+  } catch (const HostError& ex) {
+    // A staging copy that missed the fence timeout (discrete GPUs) is the same device failure as a
+    // compute() that did: the device is lost, and the in-flight recorder and staging buffer are
+    // kept until the device idles at destruction.
+    if (!xfer_->timed_out()) {
+      mem_->release(staging);
+      throw;
+    }
+    set_lost(ex.what());
+    xfer_zombie_ = std::move(xfer_);
+    xfer_ = std::make_unique<Recorder>(*ctx_, *mem_, nullptr);
+    throw BackendError(BackendError::Kind::device, ex.what());
   } catch (...) {
     mem_->release(staging);
     throw;
@@ -285,11 +318,7 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
     }
   }
   std::lock_guard<std::mutex> lock(compute_mu_);
-  if (!lost_.empty())
-    throw BackendError(BackendError::Kind::device,
-                       fmt::format("[backend vulkan] device '{}' is unusable after an earlier failure ({}); restart "
-                                   "the process",
-                                   info_.name, lost_));
+  check_not_lost();
   uint64_t msgs_before = ctx_->validation_messages();
   std::memset(flags_.mapped, 0, 16);
   struct FreeTemps {
@@ -395,7 +424,7 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
     throw;
   } catch (const HostError& ex) {
     if (rec_->timed_out()) {
-      lost_ = ex.what();
+      set_lost(ex.what());
       zombie_ = std::move(rec_);  // still in flight: destroyed only after vkDeviceWaitIdle
     } else if (rec_->recording()) {
       rec_ = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get());

@@ -67,7 +67,7 @@ class VulkanDevice final : public backend::Device {
   Pipelines& pipelines() { return *pipes_; }
   const KernelPolicy& policy() const { return policy_; }
   /** True after a submit timed out: work may still run, compute() refuses, buffers are not freed. */
-  bool lost() const { return !lost_.empty(); }
+  bool lost() const { return !lost_reason().empty(); }
   /** Validation messages so far (0 when validation is off). */
   uint64_t validation_messages() const { return ctx_->validation_messages(); }
   bool validation_enabled() const { return ctx_->validation_enabled(); }
@@ -88,13 +88,21 @@ class VulkanDevice final : public backend::Device {
   std::unique_ptr<Profiler> profiler_;
   std::unique_ptr<Recorder> rec_, xfer_;
   std::unique_ptr<Recorder> zombie_;  ///< a timed-out recorder, destroyed only after the device idles
+  std::unique_ptr<Recorder> xfer_zombie_;  ///< the same for a timed-out staging transfer
   std::deque<Allocation> temps_;
   Allocation flags_;  ///< 16 bytes of error flags kernels raise (bad ids / slots)
   KernelPolicy policy_;
   backend::DeviceInfo info_;
   std::mutex compute_mu_, xfer_mu_;
   size_t last_barriers_ = 0, last_dispatches_ = 0;
-  std::string lost_;  ///< why the device is unusable (a timed-out submit), empty when fine
+  /** Why the device is unusable (a timed-out submit), empty when fine. compute() and transfers
+   *  (each under its own mutex) both read and set it. */
+  std::string lost_reason() const;
+  void set_lost(const std::string& why);
+  /** Throws BackendError(device) once the device is lost. */
+  void check_not_lost() const;
+  mutable std::mutex lost_mu_;
+  std::string lost_;
 };
 
 }  // namespace kiln::vk

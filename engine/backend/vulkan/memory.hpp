@@ -85,6 +85,7 @@ class Allocator {
   uint64_t block_size_ = 0, dedicated_threshold_ = 0;
   uint64_t used_ = 0, reserved_ = 0, imported_ = 0, limit_ = 0, heap_ = 0;
   bool device_mapped_ = false, no_map_device_ = false;
+  bool discrete_ = false, prefer_rebar_ = false;  // memory type choice (find_type)
   struct View {
     uint64_t base;
     VkFormat format;
