@@ -502,7 +502,8 @@ int main(int argc, char** argv) {
                     "-", gf, "(GPU: no FMA reference measured)");
       else
         std::printf("%-26s %-6s %7.0f/%-7.0f %10s %10.2f %5.0f GFLOP %8.1f%% %8s\n", name.c_str(),
-                    backend::dtype_name(t), r.best_ms, r.ms, "-", gf, fma, 100 * ratio, ratio >= 0.08 ? "ok>=8%" : "<8%");
+                    backend::dtype_name(t), r.best_ms, r.ms, "-", gf, fma, 100 * ratio,
+                    ratio >= 0.08 ? "ok>=8%" : "<8%");
       std::fflush(stdout);
     }
   }

@@ -87,7 +87,7 @@ class VulkanDevice final : public backend::Device {
   std::unique_ptr<Pipelines> pipes_;
   std::unique_ptr<Profiler> profiler_;
   std::unique_ptr<Recorder> rec_, xfer_;
-  std::unique_ptr<Recorder> zombie_;  ///< a timed-out recorder, destroyed only after the device idles
+  std::unique_ptr<Recorder> zombie_;       ///< a timed-out recorder, destroyed only after the device idles
   std::unique_ptr<Recorder> xfer_zombie_;  ///< the same for a timed-out staging transfer
   std::deque<Allocation> temps_;
   Allocation flags_;  ///< 16 bytes of error flags kernels raise (bad ids / slots)

@@ -14,9 +14,13 @@ constexpr uint64_t kAlign = 256;  // >= every device's storage/texel offset alig
 constexpr VkBufferUsageFlags kUsage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
                                       VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
 
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint64_t align_up(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
 
-std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20)); }
+std::string mib(uint64_t b) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20));
+}
 
 uint32_t texel_bytes(VkFormat f) {
   switch (f) {
@@ -108,9 +112,10 @@ VkBuffer Allocator::make_buffer(uint64_t bytes, bool external) const {
 
 void Allocator::oom(uint64_t asked, const char* why) const {
   uint64_t free = limit_ > used_ ? limit_ - used_ : 0;
-  throw_error("[vulkan] out of device memory on '{}': asked {}, free {} (used {} of {}){}{}; use a smaller model, "
-              "fewer sequences or a smaller cache.memory",
-              ctx_.info().name, mib(asked), mib(free), mib(used_), mib(limit_), *why ? ": " : "", why);
+  throw_error(
+      "[vulkan] out of device memory on '{}': asked {}, free {} (used {} of {}){}{}; use a smaller model, "
+      "fewer sequences or a smaller cache.memory",
+      ctx_.info().name, mib(asked), mib(free), mib(used_), mib(limit_), *why ? ": " : "", why);
 }
 
 VkDeviceMemory Allocator::allocate_memory(uint64_t bytes, uint32_t type, const void* next, uint64_t asked) {
@@ -132,9 +137,10 @@ Allocation Allocator::allocate(uint64_t bytes, MemoryKind kind) {
   uint64_t size = align_up(std::max<uint64_t>(bytes, 16), 16) + 32;
   uint64_t max_alloc = ctx_.info().max_alloc_size ? ctx_.info().max_alloc_size : UINT64_MAX;
   if (size > max_alloc)
-    throw_error("[vulkan] a single buffer of {} asked on '{}' exceeds the device's largest allocation {}; split the "
-                "tensor (e.g. by row blocks)",
-                mib(size), ctx_.info().name, mib(max_alloc));
+    throw_error(
+        "[vulkan] a single buffer of {} asked on '{}' exceeds the device's largest allocation {}; split the "
+        "tensor (e.g. by row blocks)",
+        mib(size), ctx_.info().name, mib(max_alloc));
   if (kind == MemoryKind::device && limit_ && used_ + size > limit_) oom(size, "");
 
   Allocation a;
@@ -224,8 +230,10 @@ void Allocator::release(Allocation& a) {
   if (a.block < 0) {
     vkDestroyBuffer(ctx_.device(), a.buffer, nullptr);
     vkFreeMemory(ctx_.device(), a.dedicated, nullptr);
-    if (a.imported) imported_ -= a.size;
-    else if (a.kind == MemoryKind::device) used_ -= a.size;
+    if (a.imported)
+      imported_ -= a.size;
+    else if (a.kind == MemoryKind::device)
+      used_ -= a.size;
     a = Allocation{};
     return;
   }

@@ -24,10 +24,10 @@ enum class MemoryKind {
 
 struct Allocation {
   VkBuffer buffer = VK_NULL_HANDLE;
-  uint64_t offset = 0;  ///< into buffer
-  uint64_t size = 0;    ///< bytes usable (requested size rounded up to 16)
+  uint64_t offset = 0;        ///< into buffer
+  uint64_t size = 0;          ///< bytes usable (requested size rounded up to 16)
   uint8_t* mapped = nullptr;  ///< host pointer to offset, or null when not host-visible
-  int32_t block = -1;   ///< block index; -1: dedicated or imported
+  int32_t block = -1;         ///< block index; -1: dedicated or imported
   VkDeviceMemory dedicated = VK_NULL_HANDLE;
   MemoryKind kind = MemoryKind::device;
   bool imported = false;  ///< host memory imported zero-copy (not counted in used)
@@ -35,10 +35,10 @@ struct Allocation {
 };
 
 struct MemoryStats {
-  uint64_t used = 0;        ///< bytes handed out (sub-allocations + dedicated), imported excluded
-  uint64_t reserved = 0;    ///< bytes held from the driver
-  uint64_t imported = 0;    ///< bytes of host memory imported zero-copy
-  uint64_t limit = 0;       ///< accounting limit (heap size or KILN_VULKAN_MEMORY_LIMIT)
+  uint64_t used = 0;      ///< bytes handed out (sub-allocations + dedicated), imported excluded
+  uint64_t reserved = 0;  ///< bytes held from the driver
+  uint64_t imported = 0;  ///< bytes of host memory imported zero-copy
+  uint64_t limit = 0;     ///< accounting limit (heap size or KILN_VULKAN_MEMORY_LIMIT)
 };
 
 class Allocator {

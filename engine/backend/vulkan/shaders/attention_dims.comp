@@ -1,6 +1,8 @@
 #version 450
-// Paged attention for a ragged batch, the kernel for GPUs (KernelPolicy::attention_split_keys
-// false; attention_keys.comp on lavapipe): one subgroup per (token, QG query heads of one KV head).
+// Paged attention for a ragged batch, the alternative to attention_keys.comp (KernelPolicy::
+// attention_split_keys false, KILN_VULKAN_ATTENTION=dims; slower on lavapipe and on an H100, kept
+// for devices where the keys kernel's per-lane rows would not fit): one subgroup per (token, QG
+// query heads of one KV head).
 // Keys are visited in position order with an online softmax updated once per four keys; q·k is
 // split over lanes by dimension groups and combined with subgroupAdd, so a sequence's result
 // depends only on its own keys (batch invariant).

@@ -1,7 +1,7 @@
 #version 450
-// Paged attention for a ragged batch, the kernel for CPUs (lavapipe; KernelPolicy::
-// attention_split_keys; attention_dims.comp on GPUs, whose lanes keep only a few registers each):
-// one subgroup per (token, QG query heads of one KV head). The lanes split the token's keys: lane l takes keys lo + l, lo + l + SG, ... and runs its own
+// Paged attention for a ragged batch, the default kernel on every device (KernelPolicy::
+// attention_split_keys; attention_dims.comp is the alternative whose lanes keep only a few
+// registers each): one subgroup per (token, QG query heads of one KV head). The lanes split the token's keys: lane l takes keys lo + l, lo + l + SG, ... and runs its own
 // online softmax over them with whole K and V rows (no cross-lane reduction per key); at the end
 // the lanes' partial results are merged (max, rescale, subgroupAdd). Which lane gets which key
 // depends only on the token's own window [lo, pos], so a sequence's result is the same alone or in
