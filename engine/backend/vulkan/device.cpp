@@ -159,7 +159,7 @@ VulkanDevice::VulkanDevice(const ContextOptions& opts, int index) {
   }
   rec_ = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get());
   xfer_ = std::make_unique<Recorder>(*ctx_, *mem_, nullptr);
-  // Words 0-3: error flags the kernels raise (checked after compute); word 7: a sink attention_keys.comp
+  // Words 0-4: error flags the kernels raise (checked after compute); word 7: a sink attention_keys.comp
   // writes its prefetched words to so the compiler keeps the loads (never read).
   flags_ = mem_->allocate(32, MemoryKind::host);
   policy_ = choose_policy(ctx_->info());
@@ -320,7 +320,7 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
   std::lock_guard<std::mutex> lock(compute_mu_);
   check_not_lost();
   uint64_t msgs_before = ctx_->validation_messages();
-  std::memset(flags_.mapped, 0, 16);
+  std::memset(flags_.mapped, 0, 32);
   struct FreeTemps {
     VulkanDevice* d;
     ~FreeTemps() {
@@ -442,6 +442,10 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
     throw BackendError(BackendError::Kind::invalid,
                        "[backend vulkan] MOE_MATMUL: an expert id is outside the expert stack (expert 0 was used); "
                        "check the router's TOP_K ids against the number of experts");
+  if (f[4])
+    throw BackendError(BackendError::Kind::invalid,
+                       "[backend vulkan] GATED_DELTA / CONV1D_CAUSAL: a sequence's state slot is outside the state "
+                       "tensor (that sequence was skipped); check the sequences' slots against the state's slots");
   if (f[3])
     throw BackendError(BackendError::Kind::invalid,
                        fmt::format("[backend vulkan] ATTENTION: a sequence attends to more keys than one invocation "

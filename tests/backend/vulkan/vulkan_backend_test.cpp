@@ -350,6 +350,35 @@ TEST(Vulkan, GatedDeltaStateBeyondTheStorageReachRunsInWindowsOfSlots) {
   }
 }
 
+TEST(Vulkan, RecurrentStateSlotOutsideTheStateIsAnError) {
+  // A sequence whose state slot is past the state (or negative) is reported, as the CPU backend
+  // does, instead of reading and writing outside the tensor; the other sequences still run.
+  REQUIRE_VULKAN(dev);
+  for (int32_t bad : {2, -1}) {
+    OpGraph gd(21);
+    const uint32_t state = gd.cache(DType::f32, {2, 2, 8, 8}, false, "ssm state");
+    gd.output(gd.op(KILN_OP_GATED_DELTA, {gd.f32({2, 1, 8}, -0.3f, 0.3f), gd.f32({2, 1, 8}, -0.3f, 0.3f),
+                                          gd.f32({2, 2, 8}), gd.f32({2, 2}, -1.0f, 0.0f), gd.f32({2, 2}, 0.0f, 1.0f),
+                                          state, gd.i32({2, 4}, {0, 1, 3, 0, 1, 1, 4, bad})}));
+    try {
+      gd.run(*dev);
+      ADD_FAILURE() << "GATED_DELTA slot " << bad;
+    } catch (const BackendError& e) {
+      EXPECT_NE(std::string(e.what()).find("state slot"), std::string::npos) << e.what();
+    }
+    OpGraph cv(22);
+    const uint32_t cstate = cv.cache(DType::f32, {2, 3, 8}, false, "conv state");
+    cv.output(cv.op(KILN_OP_CONV1D_CAUSAL,
+                    {cv.f32({2, 8}), cv.f32({8, 4}), cstate, cv.i32({2, 4}, {0, 1, 3, 0, 1, 1, 4, bad})}));
+    try {
+      cv.run(*dev);
+      ADD_FAILURE() << "CONV1D_CAUSAL slot " << bad;
+    } catch (const BackendError& e) {
+      EXPECT_NE(std::string(e.what()).find("state slot"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Vulkan, StagingUploadsAndDownloadsWork) {
   // The discrete-GPU path (device memory not mappable) forced on this device.
   REQUIRE_VULKAN(dev);

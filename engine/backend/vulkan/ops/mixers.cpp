@@ -138,6 +138,8 @@ void record_recurrent(const OpEnv& e) {
   const backend::Node& n = e.node;
   // Rows outside every sequence produce 0: clear the result first (the kernels write the rest).
   e.rec.fill_zero(e.alloc(n.dst), n.dst.offset, n.dst.desc.bytes());
+  // err[4]: a sequence's slot outside the state (idempotent flag: no hazard).
+  const Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 32};
   if (n.op == KILN_OP_CONV1D_CAUSAL) {
     const backend::TensorRef &x = n.src[0], &w = n.src[1], &st = n.src[2], &seqs = n.src[3];
     if (x.desc.ndim != 2 || w.desc.ndim != 2 || st.desc.ndim != 3)
@@ -145,14 +147,15 @@ void record_recurrent(const OpEnv& e) {
     const int64_t C = x.desc.ne[1], K = w.desc.ne[1], S = seqs.desc.ne[0];
     if (w.desc.ne[0] != C || st.desc.ne[1] != K - 1 || st.desc.ne[2] != C) e.fail("w / state do not match x");
     if (!S || !C) return;
+    if (st.desc.ne[0] <= 0) e.fail("the state has no slots");
     // KS specialized (kernel sizes up to 16, vulkan_supports): unrolled window loops (conv1d.comp).
     // Four channels per invocation (conv1d.comp CH) when rows and the state are 16-byte aligned:
     // x, y and the state move 4 channels per texel / vec4. Qwen3.5-sized layer on lavapipe: decode
     // 162-177 -> 117-151 µs, 256-token prefill 4.0-4.2 -> 3.0-3.2 ms.
     const bool ch4 = K <= 16 && C % 4 == 0 && x.offset % 16 == 0 && n.dst.offset % 16 == 0 && st.offset % 16 == 0;
-    const Pipeline& p =
-        e.pipeline("conv1d", {Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage, Bind::texel},
-                   {u32(K), ch4 ? 4u : 1u});
+    const Pipeline& p = e.pipeline(
+        "conv1d", {Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage, Bind::texel, Bind::storage},
+        {u32(K), ch4 ? 4u : 1u});
     // Rounds of tokens (the state carries over through `st`). With KS specialized the window loops
     // unroll, so an invocation takes one loop pass per token (2 counted, and a margin); were they
     // left as loops, the harness's 9000-token prefill would come out wrong.
@@ -161,9 +164,9 @@ void record_recurrent(const OpEnv& e) {
       e.dispatch_items(p,
                        {e.tex(x, ch4 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT),
                         e.tex(w, VK_FORMAT_R32_SFLOAT), e.ssbo(st, true), e.ssbo(seqs), e.ssbo(n.dst, true),
-                        ch4 ? e.tex(st, VK_FORMAT_R32G32B32A32_SFLOAT) : e.tex(w, VK_FORMAT_R32_SFLOAT)},
+                        ch4 ? e.tex(st, VK_FORMAT_R32G32B32A32_SFLOAT) : e.tex(w, VK_FORMAT_R32_SFLOAT), flags},
                        {u32(S), u32(C), u32(K), e.off(x, 4), e.off(w, 4), e.off(st, 4), e.off(seqs, 4), e.off(n.dst, 4),
-                        u32(t0), u32(per)},
+                        u32(t0), u32(per), u32(st.desc.ne[0])},
                        static_cast<uint64_t>(S * C / (ch4 ? 4 : 1)));
     return;
   }
@@ -175,7 +178,7 @@ void record_recurrent(const OpEnv& e) {
   if (Hk == 0 || Hv % Hk || st.desc.ne[1] != Hv || st.desc.ne[2] != Dk || st.desc.ne[3] != Dv)
     e.fail("state / head shapes do not match");
   if (!S) return;
-  std::vector<Bind> binds(9, Bind::storage);
+  std::vector<Bind> binds(10, Bind::storage);
   binds[0] = binds[1] = binds[8] = Bind::texel;
   // DK specialized (Dk <= 256): unrolled state loops (gated_delta.comp).
   const bool vec = Dk % 4 == 0 && q.offset % 16 == 0 && k.offset % 16 == 0;
@@ -200,6 +203,7 @@ void record_recurrent(const OpEnv& e) {
   // A state beyond one storage binding (lavapipe: 128 MiB, 64 slots of a Qwen3.5 layer's 2 MiB)
   // runs in windows of whole slots, one dispatch each; a sequence runs in its slot's window only.
   const int64_t slots = st.desc.ne[0], slot_bytes = Hv * Dk * Dv * 4;
+  if (slots <= 0) e.fail("the state has no slots");
   const uint64_t reach = e.dev.policy().storage_reach;
   int64_t win = slots;
   if (st.offset % 256 + static_cast<uint64_t>(slots * slot_bytes) > reach) {
@@ -215,10 +219,10 @@ void record_recurrent(const OpEnv& e) {
       sw.desc = backend::TensorDesc(DType::f32, {std::min(win, slots - s0), Hv, Dk, Dv});
       e.dispatch_items(p,
                        {e.tex(q, qkf), e.tex(k, qkf), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(sw, true),
-                        e.ssbo(seqs), e.ssbo(n.dst, true), stv_arg},
+                        e.ssbo(seqs), e.ssbo(n.dst, true), stv_arg, flags},
                        {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(v, 4),
                         e.off(g, 4), e.off(beta, 4), e.off(sw, 4), e.off(seqs, 4), e.off(n.dst, 4), u32(t0), u32(per),
-                        u32(s0), u32(std::min(s0 + win, slots)), stv ? e.off(st, 4) : 0u},
+                        u32(s0), u32(std::min(s0 + win, slots)), stv ? e.off(st, 4) : 0u, u32(slots)},
                        static_cast<uint64_t>(S * Hv * Dv / cols));
     }
 }

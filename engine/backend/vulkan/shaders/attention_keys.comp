@@ -222,6 +222,7 @@ void main() {
           vec4 k0, k1;
           group8(Kc, KDT, kb[u], g, pc.Dk, k0, k1);
           [[unroll]] for (uint qh = 0u; qh < TQ * QG; ++qh) {
+            if (!act[qh / QG]) continue;  // uniform: a round of another token's sequence
             uint pi = (u * TQ * QG + qh) * 4u + g % 4u;
             float a = part[pi];
             vec4 x = qa[qh * GK + g], y = qb[qh * GK + g];
@@ -239,11 +240,12 @@ void main() {
       // One online-softmax update per token and head for the pass's KU keys: the running max over
       // them, one rescale of the accumulators, their weighted values added in key order.
       float p[KU * TQ * QG], corr[TQ * QG];
+      bool vis[KU * TQ];  // key u visible to token q
       [[unroll]] for (uint q = 0u; q < TQ; ++q) {
-        bool vis[KU];  // key u visible to token q
+        if (!act[q]) continue;
         [[unroll]] for (uint u = 0u; u < KU; ++u) {
           int j = j0 + int(u * SG + lane);
-          vis[u] = act[q] && j >= lo[q] && j <= pos[q];
+          vis[u * TQ + q] = j >= lo[q] && j <= pos[q];
         }
         [[unroll]] for (uint h = 0u; h < QG; ++h) {
           uint qh = q * QG + h;
@@ -253,13 +255,13 @@ void main() {
             uint pi = (u * TQ * QG + qh) * 4u;
             float s = ((part[pi] + part[pi + 1u]) + (part[pi + 2u] + part[pi + 3u])) * pc.scale;
             if (CAP) s = pc.cap * tanh(s / pc.cap);
-            sc[u] = vis[u] ? s : NEG_INF;
+            sc[u] = vis[u * TQ + q] ? s : NEG_INF;
             mn = max(mn, sc[u]);
           }
           corr[qh] = mn == m[qh] ? 1.0 : exp(m[qh] - mn);  // no NaN from -inf - -inf
           float lsum = l[qh] * corr[qh];
           [[unroll]] for (uint u = 0u; u < KU; ++u) {
-            p[u * TQ * QG + qh] = vis[u] ? exp(sc[u] - mn) : 0.0;
+            p[u * TQ * QG + qh] = vis[u * TQ + q] ? exp(sc[u] - mn) : 0.0;
             lsum += p[u * TQ * QG + qh];
           }
           l[qh] = lsum;
@@ -270,10 +272,17 @@ void main() {
         vec4 v0[KU], v1[KU];
         [[unroll]] for (uint u = 0u; u < KU; ++u) group8(Vc, VDT, vb[u], g, pc.Dv, v0[u], v1[u]);
         [[unroll]] for (uint qh = 0u; qh < TQ * QG; ++qh) {
+          if (!act[qh / QG]) continue;
           vec4 x = aa[qh * GV + g] * corr[qh], y = ab[qh * GV + g] * corr[qh];
           [[unroll]] for (uint u = 0u; u < KU; ++u) {
-            x = fma(vec4(p[u * TQ * QG + qh]), v0[u], x);
-            y = fma(vec4(p[u * TQ * QG + qh]), v1[u], y);
+            vec4 nx = fma(vec4(p[u * TQ * QG + qh]), v0[u], x), ny = fma(vec4(p[u * TQ * QG + qh]), v1[u], y);
+            // In a tile, a lane's key may be another token's (later, or before this token's window):
+            // its weight is 0, but 0 x inf would still make NaN; skip it, so a token's bits stay
+            // those of running alone whatever the cache holds. (Alone, such lanes read the token's
+            // own last key.)
+            bool keep = TQ > 1u && !vis[u * TQ + qh / QG];
+            x = keep ? x : nx;
+            y = keep ? y : ny;
           }
           aa[qh * GV + g] = x;
           ab[qh * GV + g] = y;

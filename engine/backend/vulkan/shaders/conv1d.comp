@@ -25,10 +25,12 @@ layout(std430, set = 0, binding = 2) buffer State { float st[]; };
 layout(std430, set = 0, binding = 3) readonly buffer Seqs { int seqs[]; };
 layout(std430, set = 0, binding = 4) writeonly buffer Out { float y[]; };
 layout(std430, set = 0, binding = 4) writeonly buffer Out4 { vec4 y4[]; };
+layout(std430, set = 0, binding = 6) buffer Err { uint err[]; };  // err[4]: a slot outside the state
 layout(push_constant) uniform PC {
   uint S, C, K;
   uint x_off, w_off, st_off, seqs_off, y_off;
   uint t_begin, t_count;
+  uint n_slots;  // slots in the state
 } pc;
 
 void main() {
@@ -38,6 +40,10 @@ void main() {
   uint s = i / groups, c0 = (i % groups) * CH;
   uint q_start = uint(seqs[pc.seqs_off + s * 4u]), q_len = uint(seqs[pc.seqs_off + s * 4u + 1u]);
   uint slot = uint(seqs[pc.seqs_off + s * 4u + 3u]);
+  if (slot >= pc.n_slots) {  // (negative ids too): reported, the sequence skipped
+    err[4] = 1u;
+    return;
+  }
   uint t_lo = pc.t_begin, t_hi = min(q_len, pc.t_begin + pc.t_count);
   if (t_lo >= t_hi) return;  // none of this sequence's tokens in this round: state untouched
   const uint K = KS != 0u ? KS : pc.K;

@@ -31,6 +31,7 @@ layout(constant_id = 2) const uint NC = 1;
 // is still written through the SSBO; each invocation reads its own columns before writing them.
 layout(constant_id = 3) const bool STV = false;
 layout(set = 0, binding = 8) uniform samplerBuffer St;  // unused (a dummy view) unless STV
+layout(std430, set = 0, binding = 9) buffer Err { uint err[]; };  // err[4]: a slot outside the state
 const uint MAXDK = 256u;
 
 // q and k through R32F texel views: lavapipe runs an SSBO load as a loop over the lanes, a texel
@@ -50,6 +51,7 @@ layout(push_constant) uniform PC {
   // Slots [slot_lo, slot_hi) only, `st` bound from slot_lo (a state beyond one storage binding runs
   // in windows of slots); the St view starts at the whole state, stv_off elements in.
   uint slot_lo, slot_hi, stv_off;
+  uint n_slots;  // slots in the whole state
 } pc;
 
 void main() {
@@ -63,6 +65,10 @@ void main() {
   uint hk = h / (pc.Hv / pc.Hk);
   uint q_start = uint(seqs[pc.seqs_off + s * 4u]), q_len = uint(seqs[pc.seqs_off + s * 4u + 1u]);
   uint slot = uint(seqs[pc.seqs_off + s * 4u + 3u]);
+  if (slot >= pc.n_slots) {  // (negative ids too): reported, the sequence skipped
+    err[4] = 1u;
+    return;
+  }
   if (slot < pc.slot_lo || slot >= pc.slot_hi) return;  // another window's sequence
   uint t_lo = pc.t_begin, t_hi = min(q_len, pc.t_begin + pc.t_count);
   if (t_lo >= t_hi) return;  // this round has none of the sequence's tokens: state untouched

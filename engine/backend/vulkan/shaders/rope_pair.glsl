@@ -11,7 +11,8 @@ float rope_reduce(float ang) {
   precise float k = round(ang * 0.15915494309189535);
   precise float r = fma(-k, 6.28125, ang);
   r = fma(-k, 0.0019353071693331003, r);
-  return fma(-k, 1.0253376273028358e-11, r);
+  precise float r3 = fma(-k, 1.0253376273028358e-11, r);
+  return r3;
 }
 vec2 rope_pair(float x0, float x1, float ang) {
   float r = rope_reduce(ang);
