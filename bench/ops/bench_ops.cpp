@@ -60,6 +60,17 @@ std::vector<uint8_t> random_weights(DType t, int64_t M, int64_t K, uint32_t seed
   return w;
 }
 
+/** R x K uniform(-1, 1) activations (the same for every run) on `dev`. */
+std::unique_ptr<backend::Buffer> random_activations(backend::Device& dev, int64_t R, int64_t K) {
+  std::vector<float> x(static_cast<size_t>(R * K));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& v : x) v = u(rng);
+  auto xb = dev.allocate(x.size() * 4, backend::BufferUsage::activations);
+  xb->upload(0, x.data(), x.size() * 4);
+  return xb;
+}
+
 struct Result {
   double ms, best_ms;  ///< median and best of the timed runs (time_per_node: µs per node)
 };
@@ -80,12 +91,7 @@ Result run_matmul(backend::Device& dev, DType t, int64_t R, int64_t M, int64_t K
     else
       ws.back()->upload(0, w.data(), w.size());
   }
-  std::vector<float> x(static_cast<size_t>(R * K));
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (float& v : x) v = u(rng);
-  auto xb = dev.allocate(x.size() * 4, backend::BufferUsage::activations);
-  xb->upload(0, x.data(), x.size() * 4);
+  auto xb = random_activations(dev, R, K);
   auto yb = dev.allocate(static_cast<size_t>(R * M) * 4, backend::BufferUsage::activations);
   std::vector<backend::BoundGraph> graphs(static_cast<size_t>(copies));
   for (int c = 0; c < copies; ++c) {
@@ -113,12 +119,7 @@ Result run_matmul(backend::Device& dev, DType t, int64_t R, int64_t M, int64_t K
  *  per GEMV. */
 Result run_matmul_batch(backend::Device& dev, DType t, int64_t R, int64_t M, int64_t K, int copies, int reps) {
   std::vector<std::unique_ptr<backend::Buffer>> ws;
-  std::vector<float> x(static_cast<size_t>(R * K));
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (float& v : x) v = u(rng);
-  auto xb = dev.allocate(x.size() * 4, backend::BufferUsage::activations);
-  xb->upload(0, x.data(), x.size() * 4);
+  auto xb = random_activations(dev, R, K);
   auto yb = dev.allocate(static_cast<size_t>(R * M * copies) * 4, backend::BufferUsage::activations);
   backend::BoundGraph g;
   for (int c = 0; c < copies; ++c) {

@@ -26,6 +26,15 @@ namespace {
 
 using backend::BackendError;
 
+/** A second device created with the given environment variables set (the knobs are read once,
+ *  when a device is created), then unset again. */
+std::unique_ptr<vk::VulkanDevice> device_with_env(std::initializer_list<std::pair<const char*, const char*>> env) {
+  for (const auto& [name, value] : env) setenv(name, value, 1);
+  auto d = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
+  for (const auto& [name, value] : env) unsetenv(name);
+  return d;
+}
+
 vk::VulkanDevice* registry_device() {
   for (Device* d : backend::Registry::instance().devices())
     if (auto* v = dynamic_cast<vk::VulkanDevice*>(d)) return v;
@@ -231,10 +240,7 @@ TEST(Vulkan, WeightsBeyondTheTexelReachRunInRowBlocks) {
   // Real case: a 262144-row bf16 LM head exceeds one texel binding (2 GiB). Lower the reach so
   // small weights take the same row-block path, and compare with the CPU reference.
   REQUIRE_VULKAN(dev);
-  setenv("KILN_VULKAN_TEXEL_REACH", "8192", 1);
-  std::unique_ptr<vk::VulkanDevice> small;
-  small = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
-  unsetenv("KILN_VULKAN_TEXEL_REACH");
+  auto small = device_with_env({{"KILN_VULKAN_TEXEL_REACH", "8192"}});
   ASSERT_EQ(small->policy().texel_reach, 8192u);
   Device& cpu = backend::Registry::instance().cpu();
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0}) {
@@ -261,10 +267,7 @@ TEST(Vulkan, MatmulOutputsBeyondTheStorageReachRunInRowWindows) {
   // same path: windows of whole rows, each row bitwise what the unsplit product gives, for every
   // weight dtype and for MoE rows (whole tokens per window, with their expert ids).
   REQUIRE_VULKAN(dev);
-  setenv("KILN_VULKAN_STORAGE_REACH", "4096", 1);
-  std::unique_ptr<vk::VulkanDevice> small;
-  small = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
-  unsetenv("KILN_VULKAN_STORAGE_REACH");
+  auto small = device_with_env({{"KILN_VULKAN_STORAGE_REACH", "4096"}});
   ASSERT_EQ(small->policy().storage_reach, 4096u);
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0}) {
     OpGraph g(13);
@@ -283,12 +286,7 @@ TEST(Vulkan, MatmulOutputsBeyondTheStorageReachRunInRowWindows) {
     EXPECT_TRUE(bitwise_equal(g2.run(*small)[0].f, g2.run(*dev)[0].f)) << backend::dtype_name(t) << " MoE per slot";
   }
   // Output windows and weight row blocks together (a large LM head over many rows).
-  setenv("KILN_VULKAN_STORAGE_REACH", "4096", 1);
-  setenv("KILN_VULKAN_TEXEL_REACH", "8192", 1);
-  std::unique_ptr<vk::VulkanDevice> tiny;
-  tiny = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
-  unsetenv("KILN_VULKAN_STORAGE_REACH");
-  unsetenv("KILN_VULKAN_TEXEL_REACH");
+  auto tiny = device_with_env({{"KILN_VULKAN_STORAGE_REACH", "4096"}, {"KILN_VULKAN_TEXEL_REACH", "8192"}});
   for (DType t : {DType::f16, DType::q8_0}) {
     OpGraph g(15);
     g.output(g.op(KILN_OP_MATMUL, {g.f32({37, 64}), g.weight(t, {203, 64})}));
@@ -302,10 +300,7 @@ TEST(Vulkan, ElementwiseOpsBeyondTheStorageReachRunInWindows) {
   // broadcast binary ops and a unary fused into a binary split into windows (broadcast ones at
   // whole b-periods), each element bitwise what one dispatch gives.
   REQUIRE_VULKAN(dev);
-  setenv("KILN_VULKAN_STORAGE_REACH", "4096", 1);
-  std::unique_ptr<vk::VulkanDevice> small;
-  small = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
-  unsetenv("KILN_VULKAN_STORAGE_REACH");
+  auto small = device_with_env({{"KILN_VULKAN_STORAGE_REACH", "4096"}});
   OpGraph g(17);
   kiln_op_params cap{};
   cap.cap = 30.0f;
@@ -330,10 +325,7 @@ TEST(Vulkan, GatedDeltaStateBeyondTheStorageReachRunsInWindowsOfSlots) {
   // sequences in slots of different windows (one of them a prefill) give bitwise the outputs and
   // final states of one dispatch, and untouched slots stay as they were.
   REQUIRE_VULKAN(dev);
-  setenv("KILN_VULKAN_STORAGE_REACH", "4096", 1);
-  std::unique_ptr<vk::VulkanDevice> small;
-  small = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
-  unsetenv("KILN_VULKAN_STORAGE_REACH");
+  auto small = device_with_env({{"KILN_VULKAN_STORAGE_REACH", "4096"}});
   for (int64_t dv : {8, 6}) {  // 4 value columns per invocation with the state read as texels; 2
     OpGraph g(19);
     const int64_t n = 1 + 6 + 1, hv = 2, dk = 8;
@@ -382,10 +374,7 @@ TEST(Vulkan, RecurrentStateSlotOutsideTheStateIsAnError) {
 TEST(Vulkan, StagingUploadsAndDownloadsWork) {
   // The discrete-GPU path (device memory not mappable) forced on this device.
   REQUIRE_VULKAN(dev);
-  setenv("KILN_VULKAN_STAGING", "1", 1);
-  std::unique_ptr<vk::VulkanDevice> sdev;
-  sdev = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
-  unsetenv("KILN_VULKAN_STAGING");
+  auto sdev = device_with_env({{"KILN_VULKAN_STAGING", "1"}});
   ASSERT_FALSE(sdev->allocator().device_is_host_visible());
   Device& cpu = backend::Registry::instance().cpu();
   OpGraph g(5);
@@ -1166,10 +1155,7 @@ TEST(Vulkan, KAndVCacheWritesRunAsOneDispatchWithTheSameBits) {
 
 TEST(Vulkan, AFenceTimeoutIsADeviceErrorAndLosesTheDevice) {
   REQUIRE_VULKAN(dev);
-  setenv("KILN_VULKAN_TIMEOUT_S", "0.000001", 1);
-  std::unique_ptr<vk::VulkanDevice> tdev;
-  tdev = std::make_unique<vk::VulkanDevice>(vk::ContextOptions{});
-  unsetenv("KILN_VULKAN_TIMEOUT_S");
+  auto tdev = device_with_env({{"KILN_VULKAN_TIMEOUT_S", "0.000001"}});
   OpGraph g;
   g.output(g.op(KILN_OP_MATMUL, {g.f32({64, 512}), g.weight(DType::f32, {512, 512})}));
   try {
