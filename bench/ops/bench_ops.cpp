@@ -344,8 +344,12 @@ void run_small_ops(backend::Device& dev, int chain, int reps) {
     print_small_op("ATTENTION f16 decode", "kv " + std::to_string(kv), time_per_node(dev, g, reps));
   }
   // The gated delta rule of a Qwen3.5-sized linear-attention layer (16 key / 32 value heads of
-  // 128, one state slot): one decode token, and a 256-token prefill (µs per call).
-  for (int64_t N : {1, 256}) {
+  // 128, one state slot): one decode token, and 256- and 1024-token prefills in both forms (µs per call).
+  for (auto [N, mode] : std::vector<std::pair<int64_t, int>>{{1, KILN_DELTA_AUTO},
+                                                             {256, KILN_DELTA_RECURRENT},
+                                                             {256, KILN_DELTA_CHUNKED},
+                                                             {1024, KILN_DELTA_RECURRENT},
+                                                             {1024, KILN_DELTA_CHUNKED}}) {
     const int64_t Hk = 16, Hv = 32, Dh = 128;
     std::vector<float> in(static_cast<size_t>(N * Hv * Dh));
     for (size_t i = 0; i < in.size(); ++i) in[i] = 0.05f * static_cast<float>(i % 41) - 1.0f;
@@ -358,6 +362,7 @@ void run_small_ops(backend::Device& dev, int chain, int reps) {
     for (int i = 0; i < (N == 1 ? chain / 8 : 4); ++i) {
       backend::Node node;
       node.op = KILN_OP_GATED_DELTA;
+      node.params.mode = mode;
       node.n_src = 7;
       node.src[0] = node.src[1] = {qk.get(), 0, backend::TensorDesc(DType::f32, {N, Hk, Dh})};
       node.src[2] = {v.get(), 0, backend::TensorDesc(DType::f32, {N, Hv, Dh})};
@@ -368,7 +373,15 @@ void run_small_ops(backend::Device& dev, int chain, int reps) {
       node.dst = {out.get(), 0, backend::TensorDesc(DType::f32, {N, Hv, Dh})};
       g.nodes.push_back(node);
     }
-    print_small_op("GATED_DELTA (Qwen3.5 layer)", "tokens " + std::to_string(N), time_per_node(dev, g, reps));
+    // CHUNKED runs the recurrent kernel where the device's policy says so (lavapipe;
+    // KILN_VULKAN_DELTA=chunked forces the chunked kernels).
+    auto* vd = dynamic_cast<vk::VulkanDevice*>(&dev);
+    const bool chunked = !vd || vd->policy().delta_chunked;
+    print_small_op(mode == KILN_DELTA_AUTO        ? "GATED_DELTA (Qwen3.5 layer)"
+                   : mode == KILN_DELTA_RECURRENT ? "GATED_DELTA recurrent"
+                   : chunked                      ? "GATED_DELTA chunked"
+                                                  : "GATED_DELTA chunked->rec.",
+                   "tokens " + std::to_string(N), time_per_node(dev, g, reps));
   }
   // The causal conv1d in front of it (8192 channels: q, k and v of those heads; kernel 4).
   for (int64_t N : {1, 256}) {

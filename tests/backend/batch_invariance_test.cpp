@@ -16,14 +16,6 @@ kiln_op_params params(std::function<void(kiln_op_params&)> f) {
   return p;
 }
 
-std::vector<float> random(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
 std::vector<float> rows_of(const std::vector<float>& v, int64_t width, const std::vector<int64_t>& rows) {
   std::vector<float> out;
   for (int64_t r : rows) out.insert(out.end(), v.begin() + r * width, v.begin() + (r + 1) * width);
@@ -175,6 +167,7 @@ TEST_P(BatchInvariance, GatedDelta) {
     beta.push_back(random(n * Hv, seed + 5, 0, 1));
   }
   const auto state0 = random(static_cast<size_t>(lens.size() * Hv * Dk * Dv), 77);
+  int mode = KILN_DELTA_AUTO;  // chunked for the prefills, recurrent for the decode
   auto run = [&](Device& d, const std::vector<size_t>& order) {
     OpGraph g;
     std::vector<float> qs, ks, vs, gs, bs;
@@ -191,21 +184,24 @@ TEST_P(BatchInvariance, GatedDelta) {
                   {g.f32_values({start, Hk, Dk}, qs), g.f32_values({start, Hk, Dk}, ks),
                    g.f32_values({start, Hv, Dv}, vs), g.f32_values({start, Hv}, gs), g.f32_values({start, Hv}, bs), st,
                    g.i32({static_cast<int64_t>(order.size()), 4}, seqs)},
-                  params([](auto& p) { p.chunk = 8; })));
+                  params([&](auto& p) { p.chunk = 8, p.mode = mode; })));
     return g.run(d)[0].f;
   };
   Device& d = *GetParam();
-  const auto full = run(d, {0, 1, 2});
-  const int64_t row = Hv * Dv;
-  int64_t start = 0;
-  for (size_t s = 0; s < lens.size(); ++s) {
-    const std::vector<float> want(full.begin() + start * row, full.begin() + (start + lens[s]) * row);
-    EXPECT_TRUE(bitwise_equal(run(d, {s}), want)) << "sequence " << s << " alone";
-    const size_t other = (s + 2) % lens.size();
-    const auto mixed = run(d, {other, s});
-    EXPECT_TRUE(bitwise_equal(std::vector<float>(mixed.begin() + lens[other] * row, mixed.end()), want))
-        << "sequence " << s << " second";
-    start += lens[s];
+  for (int m : {KILN_DELTA_AUTO, KILN_DELTA_RECURRENT, KILN_DELTA_CHUNKED}) {
+    mode = m;
+    const auto full = run(d, {0, 1, 2});
+    const int64_t row = Hv * Dv;
+    int64_t start = 0;
+    for (size_t s = 0; s < lens.size(); ++s) {
+      const std::vector<float> want(full.begin() + start * row, full.begin() + (start + lens[s]) * row);
+      EXPECT_TRUE(bitwise_equal(run(d, {s}), want)) << "sequence " << s << " alone, mode " << m;
+      const size_t other = (s + 2) % lens.size();
+      const auto mixed = run(d, {other, s});
+      EXPECT_TRUE(bitwise_equal(std::vector<float>(mixed.begin() + lens[other] * row, mixed.end()), want))
+          << "sequence " << s << " second, mode " << m;
+      start += lens[s];
+    }
   }
 }
 

@@ -180,6 +180,14 @@ std::vector<Output> OpGraph::run(Device& device) const {
   return out;
 }
 
+std::vector<float> random(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
 double nmse(const std::vector<float>& a, const std::vector<float>& ref) {
   if (a.size() != ref.size()) return INFINITY;
   double num = 0, den = 0;

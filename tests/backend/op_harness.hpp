@@ -77,6 +77,8 @@ class OpGraph {
 double nmse(const std::vector<float>& a, const std::vector<float>& ref);
 /** Bitwise equality of float arrays. */
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b);
+/** n uniform floats in [lo, hi) from mt19937(seed). */
+std::vector<float> random(size_t n, uint32_t seed, float lo = -1, float hi = 1);
 
 /** GGUF quantization (llama.cpp's reference rounding) and an independent dequantizer. */
 std::vector<std::byte> quantize(DType t, const std::vector<float>& x);

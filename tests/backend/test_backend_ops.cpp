@@ -349,6 +349,21 @@ std::vector<Case> cases_gated_delta() {
                  gated_delta(g, {{300, 300}, {1, 9}}, 1, 2, 128, 16, 0.088f, -0.2f,
                              params([](auto& p) { p.mode = KILN_DELTA_RECURRENT; }));
                }});
+  // The chunked kernels (Vulkan: gated_delta_prep.comp, gated_delta_chunk.comp) at Qwen3.5's key
+  // head size in default chunks of 64: a 300-token prefill (5 chunks, and on lavapipe two rounds
+  // of pass 2 under the loop budget), a prefill one past a chunk boundary and a decode; Dv 20 is
+  // not a multiple of the kernel's column tile.
+  c.push_back({"chunked Hk1 Hv2 Dk128 Dv20, prefill 300 + 65 + decode", 5e-6, [](OpGraph& g) {
+                 gated_delta(g, {{300, 300}, {65, 70}, {1, 9}}, 1, 2, 128, 20, 0.088f, -0.2f,
+                             params([](auto& p) { p.mode = KILN_DELTA_CHUNKED; }));
+               }});
+  // Scalar q/k reads (Dk 18), fewer value columns than the tile (Dv 5), odd chunks of 7; and a
+  // chunk longer than the Vulkan kernels' 64 (run as 64 there: the rounding differs, not the sum).
+  for (int chunk : {7, 100})
+    c.push_back({fmt::format("chunked Hk2 Hv2 Dk18 Dv5 chunk{}", chunk), 5e-6, [chunk](OpGraph& g) {
+                   gated_delta(g, {{7, 9}, {1, 3}, {150, 150}}, 2, 2, 18, 5, 0.2f, -0.5f,
+                               params([chunk](auto& p) { p.mode = KILN_DELTA_CHUNKED, p.chunk = chunk; }));
+                 }});
   // A key dim that is not a multiple of 4: the Vulkan kernel's scalar q/k reads (not VEC), one
   // value column per invocation (Dv odd).
   c.push_back({"recurrent Hk2 Hv2 Dk18 Dv5", 5e-6, [](OpGraph& g) {

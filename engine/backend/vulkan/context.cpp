@@ -325,6 +325,7 @@ void Context::pick_device(const std::string& want, int index) {
   info_.texel_align = p.limits.minTexelBufferOffsetAlignment;
   for (int i = 0; i < 3; ++i) info_.max_groups[i] = p.limits.maxComputeWorkGroupCount[i];
   info_.max_push_constants = p.limits.maxPushConstantsSize;
+  info_.max_shared_bytes = p.limits.maxComputeSharedMemorySize;
   if (!info_.subgroup_arithmetic)
     throw_error("[vulkan] device '{}' lacks subgroup arithmetic in compute shaders, which kiln's kernels need; "
                 "choose another device with KILN_VULKAN_DEVICE", info_.name);

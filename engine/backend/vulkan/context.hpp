@@ -50,6 +50,7 @@ struct DeviceInfo {
   uint64_t storage_align = 16, texel_align = 16;
   uint32_t max_groups[3] = {65535, 65535, 65535};
   uint32_t max_push_constants = 128;
+  uint32_t max_shared_bytes = 16384;     ///< maxComputeSharedMemorySize
   uint64_t device_local_bytes = 0;       ///< size of the largest DEVICE_LOCAL heap
   std::string type_name() const;
 };

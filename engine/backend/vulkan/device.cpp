@@ -296,6 +296,15 @@ const Allocation& VulkanDevice::temp_upload(const void* data, size_t bytes) {
   return temps_.back();
 }
 
+const Allocation& VulkanDevice::temp_scratch(size_t bytes) {
+  // One scratch serves every node of the graph that asks (the recorder orders their uses by its
+  // hazard barriers): a Qwen3.5 prefill's delta-rule layers share one, not one each.
+  if (scratch_ && scratch_->size >= bytes) return *scratch_;
+  temps_.push_back(mem_->allocate(std::max<size_t>(bytes, 16), MemoryKind::device));
+  scratch_ = &temps_.back();
+  return *scratch_;
+}
+
 backend::Support VulkanDevice::supports_op(const backend::Node& node) const {
   return vulkan_supports(*this, node);
 }
@@ -326,6 +335,7 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
     ~FreeTemps() {
       for (Allocation& a : d->temps_) d->mem_->release(a);
       d->temps_.clear();
+      d->scratch_ = nullptr;
     }
   } free_temps{this};
   try {

@@ -324,22 +324,96 @@ TEST(Vulkan, GatedDeltaStateBeyondTheStorageReachRunsInWindowsOfSlots) {
   // 128 MiB binding. With the reach lowered to 4096 bytes (512 / 384-byte slots: windows of 7 / 10), three
   // sequences in slots of different windows (one of them a prefill) give bitwise the outputs and
   // final states of one dispatch, and untouched slots stay as they were.
+  // Both forms: the chunked one adds its one pass-1 dispatch (chunks of 4, so its scratch fits).
   REQUIRE_VULKAN(dev);
   auto small = device_with_env({{"KILN_VULKAN_STORAGE_REACH", "4096"}});
-  for (int64_t dv : {8, 6}) {  // 4 value columns per invocation with the state read as texels; 2
-    OpGraph g(19);
-    const int64_t n = 1 + 6 + 1, hv = 2, dk = 8;
-    const uint32_t state = g.cache(DType::f32, {20, hv, dk, dv}, false, "ssm state");
-    const std::vector<int32_t> seqs = {0, 1, 5, 9, 1, 6, 6, 0, 7, 1, 3, 19};  // {q_start, q_len, kv_len, slot}
-    g.output(g.op(KILN_OP_GATED_DELTA,
-                  {g.f32({n, 1, dk}, -0.3f, 0.3f), g.f32({n, 1, dk}, -0.3f, 0.3f), g.f32({n, hv, dv}),
-                   g.f32({n, hv}, -1.0f, 0.0f), g.f32({n, hv}, 0.0f, 1.0f), state, g.i32({3, 4}, seqs)}));
-    auto got = g.run(*small), ref = g.run(*dev);
-    ASSERT_EQ(got.size(), 2u);
-    EXPECT_TRUE(bitwise_equal(got[0].f, ref[0].f)) << "output, Dv " << dv;
-    EXPECT_TRUE(bitwise_equal(got[1].f, ref[1].f)) << "state, Dv " << dv;
-    EXPECT_EQ(small->last_dispatches(), dv == 8 ? 3u : 2u) << "windows of 7 / 10 slots";
+  for (int mode : {KILN_DELTA_RECURRENT, KILN_DELTA_CHUNKED})
+    for (int64_t dv : {8, 6}) {  // recurrent: 4 value columns per invocation, state read as texels; 2
+      OpGraph g(19);
+      const int64_t n = 1 + 6 + 1, hv = 2, dk = 8;
+      const uint32_t state = g.cache(DType::f32, {20, hv, dk, dv}, false, "ssm state");
+      const std::vector<int32_t> seqs = {0, 1, 5, 9, 1, 6, 6, 0, 7, 1, 3, 19};  // {q_start, q_len, kv_len, slot}
+      kiln_op_params p{};
+      p.mode = mode, p.chunk = 4;
+      g.output(g.op(KILN_OP_GATED_DELTA,
+                    {g.f32({n, 1, dk}, -0.3f, 0.3f), g.f32({n, 1, dk}, -0.3f, 0.3f), g.f32({n, hv, dv}),
+                     g.f32({n, hv}, -1.0f, 0.0f), g.f32({n, hv}, 0.0f, 1.0f), state, g.i32({3, 4}, seqs)},
+                    p));
+      auto got = g.run(*small), ref = g.run(*dev);
+      ASSERT_EQ(got.size(), 2u);
+      EXPECT_TRUE(bitwise_equal(got[0].f, ref[0].f)) << "output, Dv " << dv << ", mode " << mode;
+      EXPECT_TRUE(bitwise_equal(got[1].f, ref[1].f)) << "state, Dv " << dv << ", mode " << mode;
+      EXPECT_EQ(small->last_dispatches(), (dv == 8 ? 3u : 2u) + (mode == KILN_DELTA_CHUNKED ? 1u : 0u))
+          << "windows of 7 / 10 slots, mode " << mode;
+    }
+}
+
+namespace {
+
+/** One GATED_DELTA call (Hk 1, Hv 2, Dk 16, Dv 12) over tokens [t0, t0 + len) of fixed random
+ *  inputs, on `d`, from `state`, which it updates; returns the output rows. */
+std::vector<float> delta_call(Device& d, int64_t t0, int64_t len, int mode, int chunk, std::vector<float>& state) {
+  const int64_t T = 200, hv = 2, dk = 16, dv = 12;
+  static const auto q = random(static_cast<size_t>(T * dk), 1, -0.25f, 0.25f),
+                    k = random(static_cast<size_t>(T * dk), 2, -0.25f, 0.25f),
+                    v = random(static_cast<size_t>(T * hv * dv), 3),
+                    gate = random(static_cast<size_t>(T * hv), 4, -0.3f, 0.0f),
+                    beta = random(static_cast<size_t>(T * hv), 5, 0.0f, 1.0f);
+  auto rows = [&](const std::vector<float>& x, int64_t w) {
+    return std::vector<float>(x.begin() + t0 * w, x.begin() + (t0 + len) * w);
+  };
+  OpGraph g;
+  kiln_op_params p{};
+  p.mode = mode, p.chunk = chunk;
+  const uint32_t st = g.cache_values(DType::f32, {1, hv, dk, dv}, state, "state");
+  g.output(g.op(KILN_OP_GATED_DELTA,
+                {g.f32_values({len, 1, dk}, rows(q, dk)), g.f32_values({len, 1, dk}, rows(k, dk)),
+                 g.f32_values({len, hv, dv}, rows(v, hv * dv)), g.f32_values({len, hv}, rows(gate, hv)),
+                 g.f32_values({len, hv}, rows(beta, hv)), st,
+                 g.i32({1, 4}, {0, static_cast<int32_t>(len), static_cast<int32_t>(t0 + len), 0})},
+                p));
+  auto out = g.run(d);
+  state = out[1].f;
+  return out[0].f;
+}
+
+}  // namespace
+
+TEST(Vulkan, GatedDeltaChunkedFormMatchesTheRecurrentFormWithCarriedState) {
+  // The chunked kernels against the recurrent kernel on the same device: one call over 200
+  // tokens, and calls of 50 / 81 / 1 / 68 tokens carrying the state (chunks of 16 and 64 (one
+  // longer than a call), and 7, crossing chunk and call boundaries).
+  REQUIRE_VULKAN(dev);
+  std::vector<float> s_rec(2 * 16 * 12, 0.0f);
+  const auto rec = delta_call(*dev, 0, 200, KILN_DELTA_RECURRENT, 0, s_rec);
+  for (int chunk : {16, 64, 7}) {
+    std::vector<float> s(2 * 16 * 12, 0.0f), out;
+    for (auto [t0, len] : std::vector<std::pair<int64_t, int64_t>>{{0, 50}, {50, 81}, {131, 1}, {132, 68}}) {
+      auto y = delta_call(*dev, t0, len, KILN_DELTA_CHUNKED, chunk, s);
+      out.insert(out.end(), y.begin(), y.end());
+    }
+    EXPECT_LT(nmse(out, rec), 1e-10) << "chunk " << chunk;
+    EXPECT_LT(nmse(s, s_rec), 1e-10) << "chunk " << chunk;
+    std::vector<float> s1(2 * 16 * 12, 0.0f);
+    EXPECT_LT(nmse(delta_call(*dev, 0, 200, KILN_DELTA_CHUNKED, chunk, s1), rec), 1e-10) << "one call, chunk " << chunk;
   }
+}
+
+TEST(Vulkan, GatedDeltaChunkRoundsUnderALoopBudgetGiveTheBitsOfOneRound) {
+  // llvmpipe ends a shader's loops after 65535 iterations, so a long prefill's chunks run in
+  // rounds of dispatches carrying the state. With the budget lowered to 600 iterations a
+  // 200-token call in chunks of 8 (25 chunks; 106 counted iterations each with Dk 16 and 4 lanes
+  // per column, 5 per round) takes 5 rounds, and gives the bits of one round (whatever the column
+  // tile of either: each element is one lane's sum in a fixed order).
+  REQUIRE_VULKAN(dev);
+  auto tight = device_with_env({{"KILN_VULKAN_LOOP_BUDGET", "600"}, {"KILN_VULKAN_DELTA_TB", "16"}});
+  std::vector<float> s_one(2 * 16 * 12, 0.0f), s_rounds(2 * 16 * 12, 0.0f);
+  const auto one = delta_call(*dev, 0, 200, KILN_DELTA_CHUNKED, 8, s_one);
+  const auto rounds = delta_call(*tight, 0, 200, KILN_DELTA_CHUNKED, 8, s_rounds);
+  EXPECT_TRUE(bitwise_equal(rounds, one));
+  EXPECT_TRUE(bitwise_equal(s_rounds, s_one));
+  EXPECT_EQ(tight->last_dispatches(), 6u) << "pass 1 and 5 rounds of pass 2";
+  EXPECT_EQ(dev->last_dispatches(), 2u) << "pass 1 and one round of pass 2";
 }
 
 TEST(Vulkan, RecurrentStateSlotOutsideTheStateIsAnError) {

@@ -34,6 +34,111 @@ int64_t tokens_per_round(const OpEnv& e, int64_t N, int64_t per_token, int64_t f
   return std::max<int64_t>((static_cast<int64_t>(budget) - fixed - 16) / per_token, 1);
 }
 
+/** The chunked (WY) form of GATED_DELTA for the sequences with q_len >= min_len: pass 1
+ *  (gated_delta_prep.comp) over every chunk of the batch, then pass 2 (gated_delta_chunk.comp)
+ *  walking each sequence's chunks with its state, in rounds of chunks under a loop budget and in
+ *  windows of state slots beyond a storage binding. False, with nothing recorded, where this
+ *  device or batch does not fit it (shared memory, dispatch grid, binding reach, loop budget,
+ *  scratch memory): the caller then runs those sequences through the recurrent kernel, which
+ *  computes the same recurrence. */
+bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
+  const backend::Node& n = e.node;
+  const backend::TensorRef &q = n.src[0], &k = n.src[1], &v = n.src[2], &g = n.src[3], &beta = n.src[4], &st = n.src[5],
+                           &seqs = n.src[6];
+  const int64_t N = q.desc.ne[0], Hk = q.desc.ne[1], Dk = q.desc.ne[2], Hv = v.desc.ne[1], Dv = v.desc.ne[2];
+  const int64_t S = seqs.desc.ne[0], slots = st.desc.ne[0];
+  const KernelPolicy& pol = e.dev.policy();
+  const DeviceInfo& di = e.dev.context().info();
+  // Chunks of at most 64 tokens (one lane each in pass 1); a longer chunk asked for runs as 64,
+  // which changes only the rounding (both forms compute the same recurrence).
+  const int64_t C = std::clamp<int64_t>(n.params.chunk > 0 ? n.params.chunk : 64, 1, 64);
+  const int64_t TB = std::min<int64_t>(pol.delta_chunk_cols, std::bit_ceil(static_cast<uint64_t>(Dv)));
+  const int64_t RS = 64 / TB, tiles = (Dv + TB - 1) / TB;
+  if (Dk > 256 || N <= 0) return false;
+  if (static_cast<uint64_t>(C * C + 2 * C) * 4 > di.max_shared_bytes ||
+      static_cast<uint64_t>(Dk * TB + C * TB + 2 * C) * 4 > di.max_shared_bytes)
+    return false;
+  const int64_t chunk_slots = (N + C - 1) / C + S;
+  if (chunk_slots > di.max_groups[0] || Hv > di.max_groups[1] || Hv * tiles > di.max_groups[0] || S > di.max_groups[1])
+    return false;
+  const bool vec = Dk % 4 == 0 && q.offset % 16 == 0 && k.offset % 16 == 0;
+  const int64_t kd = vec ? Dk / 4 : Dk;
+  // Loop passes (llvmpipe counts every loop's back-edges and exits across the invocation). Pass
+  // 1: the sequence scan, γ, the A/P dot products, T, and U/W columns. Pass 2: loading and
+  // storing the state slice, then per chunk its tokens' V' / O rows and its key dims' update.
+  const int64_t half = C * C / 2 + 4 * C + 4;
+  const int64_t prep =
+      S + 2 + (C + 1) + ((C * C + 63) / 64 + 1) * (kd + 2) + half + (C + 1) + ((Dv + Dk + 63) / 64 + 1) * half + 16;
+  const int64_t rows = (C + RS - 1) / RS + 1, dims = (Dk + RS - 1) / RS + 1;
+  const int64_t per_chunk = rows * (kd + C + 4) + dims * (C + 2) + 8, fixed = 2 * dims + 16;
+  int64_t per_round = (N + C - 1) / C;
+  if (pol.loop_budget) {
+    if (prep > pol.loop_budget || fixed + per_chunk > pol.loop_budget) return false;
+    per_round = std::min<int64_t>(per_round, (pol.loop_budget - fixed) / per_chunk);
+  }
+  // Scratch rows per token: γ [N, Hv], P [N, Hv, C], U [N, Hv, Dv], W [N, Hv, Dk], each one
+  // binding (storage in pass 1, texel in pass 2) within both reaches.
+  const uint64_t reach = std::min<uint64_t>(pol.storage_reach, pol.texel_reach / 4) - 256;
+  const uint64_t rows_bytes = static_cast<uint64_t>(N * Hv) * 4;
+  const uint64_t sz[4] = {rows_bytes, rows_bytes * C, rows_bytes * Dv, rows_bytes * Dk};
+  uint64_t at[4], total = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (sz[i] > reach) return false;
+    at[i] = total;
+    total += (sz[i] + 255) / 256 * 256;
+  }
+  const Allocation* scratch = nullptr;
+  try {
+    scratch = &e.dev.temp_scratch(total);
+  } catch (const HostError&) {
+    return false;  // no room for the scratch: the recurrent kernel needs none
+  }
+  auto part = [&](int i, bool write, VkFormat f) {
+    return Arg{scratch, write ? VK_FORMAT_UNDEFINED : f, write, at[i], sz[i], at[i]};
+  };
+  const VkFormat qkf = vec ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT;
+  const uint32_t qke = vec ? 16 : 4;
+  const Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 32};  // idempotent flag: no hazard
+  const Pipeline& prep_p = e.pipeline("gated_delta_prep",
+                                      {Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage,
+                                       Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage},
+                                      {u32(C), vec ? 1u : 0u});
+  e.dispatch(prep_p,
+             {e.tex(q, qkf), e.tex(k, qkf), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(seqs), part(0, true, {}),
+              part(1, true, {}), part(2, true, {}), part(3, true, {})},
+             {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(v, 4), e.off(g, 4),
+              e.off(beta, 4), e.off(seqs, 4), min_len},
+             u32(chunk_slots), u32(Hv));
+  std::vector<Bind> binds(10, Bind::storage);
+  for (int i = 0; i < 6; ++i) binds[static_cast<size_t>(i)] = Bind::texel;
+  const Pipeline& p = e.pipeline("gated_delta_chunk", binds, {u32(C), u32(Dk), u32(TB), vec ? 1u : 0u});
+  // State windows of whole slots, as in the recurrent kernel.
+  const int64_t slot_bytes = Hv * Dk * Dv * 4;
+  int64_t win = slots;
+  if (st.offset % 256 + static_cast<uint64_t>(slots * slot_bytes) > pol.storage_reach) {
+    win = static_cast<int64_t>((pol.storage_reach - 256) / static_cast<uint64_t>(slot_bytes));
+    if (win < 1)
+      e.fail(fmt::format("one state slot of {} bytes exceeds the storage-buffer reach ({} bytes)", slot_bytes,
+                         pol.storage_reach));
+  }
+  const int64_t chunks = (N + C - 1) / C;
+  for (int64_t c0 = 0; c0 < chunks; c0 += per_round)
+    for (int64_t s0 = 0; s0 < slots; s0 += win) {
+      backend::TensorRef sw = st;
+      sw.offset = st.offset + static_cast<size_t>(s0 * slot_bytes);
+      sw.desc = backend::TensorDesc(DType::f32, {std::min(win, slots - s0), Hv, Dk, Dv});
+      e.dispatch(
+          p,
+          {e.tex(q, qkf), e.tex(k, qkf), part(0, false, VK_FORMAT_R32_SFLOAT), part(1, false, VK_FORMAT_R32_SFLOAT),
+           part(2, false, VK_FORMAT_R32_SFLOAT), part(3, false, qkf), e.ssbo(sw, true), e.ssbo(seqs),
+           e.ssbo(n.dst, true), flags},
+          {u32(S), u32(Hk), u32(Hv), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(sw, 4), e.off(seqs, 4),
+           e.off(n.dst, 4), min_len, u32(c0), u32(per_round), u32(s0), u32(std::min(s0 + win, slots)), u32(slots)},
+          u32(Hv * tiles), u32(S));
+    }
+  return true;
+}
+
 }  // namespace
 
 void record_attention(const OpEnv& e) {
@@ -178,6 +283,19 @@ void record_recurrent(const OpEnv& e) {
   if (Hk == 0 || Hv % Hk || st.desc.ne[1] != Hv || st.desc.ne[2] != Dk || st.desc.ne[3] != Dv)
     e.fail("state / head shapes do not match");
   if (!S) return;
+  // The form per sequence, from its own length only (so a sequence's result never depends on the
+  // batch): q_len >= chunk_min runs chunked, the rest recurrent.
+  // Where the device's policy keeps the recurrent kernel (KernelPolicy::delta_chunked false, or
+  // KILN_VULKAN_DELTA=recurrent), CHUNKED runs it too: both forms compute the same recurrence, to
+  // fp32 rounding.
+  const int mode = n.params.mode;
+  const bool chunked = e.dev.policy().delta_chunked;
+  uint32_t chunk_min = !chunked                     ? UINT32_MAX
+                       : mode == KILN_DELTA_CHUNKED ? 1u
+                       : mode == KILN_DELTA_AUTO    ? 2u
+                                                    : UINT32_MAX;
+  if (chunk_min != UINT32_MAX && !record_delta_chunked(e, chunk_min)) chunk_min = UINT32_MAX;
+  if (chunk_min <= 1) return;
   std::vector<Bind> binds(10, Bind::storage);
   binds[0] = binds[1] = binds[8] = Bind::texel;
   // DK specialized (Dk <= 256): unrolled state loops (gated_delta.comp).
@@ -220,9 +338,26 @@ void record_recurrent(const OpEnv& e) {
       e.dispatch_items(p,
                        {e.tex(q, qkf), e.tex(k, qkf), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(sw, true),
                         e.ssbo(seqs), e.ssbo(n.dst, true), stv_arg, flags},
-                       {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(v, 4),
-                        e.off(g, 4), e.off(beta, 4), e.off(sw, 4), e.off(seqs, 4), e.off(n.dst, 4), u32(t0), u32(per),
-                        u32(s0), u32(std::min(s0 + win, slots)), stv ? e.off(st, 4) : 0u, u32(slots)},
+                       {u32(S),
+                        u32(Hk),
+                        u32(Hv),
+                        u32(Dk),
+                        u32(Dv),
+                        e.off(q, qke),
+                        e.off(k, qke),
+                        e.off(v, 4),
+                        e.off(g, 4),
+                        e.off(beta, 4),
+                        e.off(sw, 4),
+                        e.off(seqs, 4),
+                        e.off(n.dst, 4),
+                        u32(t0),
+                        u32(per),
+                        u32(s0),
+                        u32(std::min(s0 + win, slots)),
+                        stv ? e.off(st, 4) : 0u,
+                        u32(slots),
+                        chunk_min},
                        static_cast<uint64_t>(S * Hv * Dv / cols));
     }
 }

@@ -2,8 +2,8 @@
 // Gated delta rule, recurrent form, for both decode and prefill: one invocation per (sequence,
 // value head, NC value columns) holding the state columns S[:, dv] (Dk values each) in registers:
 //   S <- e^g S;  u = S^T k;  S <- S + k (beta (v - u))^T;  o = S^T q.
-// Columns are independent, so this is exact to the recurrence; the chunked (WY) form is not
-// implemented on Vulkan (CHUNKED runs this kernel; docs/vulkan.md). One dispatch runs each
+// Columns are independent, so this is exact to the recurrence. Sequences with q_len >= chunk_min
+// run the chunked form instead (gated_delta_prep.comp, gated_delta_chunk.comp). One dispatch runs each
 // sequence's tokens [t_begin, t_begin + t_count): the host splits long prefills into rounds that
 // carry the state through `st`, because llvmpipe ends loops after 65535 iterations per invocation
 // (KernelPolicy::loop_budget).
@@ -52,6 +52,7 @@ layout(push_constant) uniform PC {
   // in windows of slots); the St view starts at the whole state, stv_off elements in.
   uint slot_lo, slot_hi, stv_off;
   uint n_slots;  // slots in the whole state
+  uint chunk_min;  // sequences with q_len >= chunk_min run the chunked form instead
 } pc;
 
 void main() {
@@ -65,6 +66,7 @@ void main() {
   uint hk = h / (pc.Hv / pc.Hk);
   uint q_start = uint(seqs[pc.seqs_off + s * 4u]), q_len = uint(seqs[pc.seqs_off + s * 4u + 1u]);
   uint slot = uint(seqs[pc.seqs_off + s * 4u + 3u]);
+  if (q_len >= pc.chunk_min) return;  // gated_delta_chunk.comp's sequence
   if (slot >= pc.n_slots) {  // (negative ids too): reported, the sequence skipped
     err[4] = 1u;
     return;
