@@ -1,15 +1,18 @@
 // Decode and prefill throughput of a ~0.5B-parameter Qwen3-shaped model with random weights that
 // this program writes (GGUF: F16, BF16, Q8_0), printed beside the memory-bandwidth roofline:
 // weight bytes read per decoded token ÷ STREAM-triad bandwidth measured in the same run (the
-// same triad as bench_ops, re-measured before each row; the best measurement is the limit).
+// same triad as bench_ops, re-measured before each row; the best measurement is the limit). On a
+// GPU the limit is the device's own copy bandwidth instead (bench_ops' reference too), measured
+// once; --roofline triad|copy forces either. The "limit GB/s" column says which.
 // Decode is timed after two untimed decode steps (the first compiles the decode pipelines);
 // decode t/s is 1 / the median step time. --seqs S decodes S sequences together (one token each
 // per step, as continuous batching does): decode t/s is then S / the median step, and the ratio
 // is against the one-sequence roofline (one weight pass per step serves S tokens).
 //
 //   bench_model [--device cpu|vulkan|auto] [--dtype f16,bf16,q8_0] [--layers 28] [--prompt 64]
-//               [--decode 16] [--seqs 1] [--dir /tmp] [--keep]
+//               [--decode 16] [--seqs 1] [--dir /tmp] [--keep] [--roofline auto|triad|copy]
 // --keep leaves the model files in --dir (kiln-bench-qwen3-<dtype>.gguf), for kiln generate / logits.
+#include <fmt/format.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -22,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "device_limits.hpp"
 #include "machine_limits.hpp"
 #include "model/checkpoint_writer.hpp"
 #include "model/model_host.hpp"
@@ -115,6 +119,9 @@ int main(int argc, char** argv) {
   const int decode = std::stoi(arg(argc, argv, "--decode", "16"));
   const int seqs = std::clamp(std::stoi(arg(argc, argv, "--seqs", "1")), 1, 64);
   const std::string device = arg(argc, argv, "--device", "auto");
+  // The bandwidth limit of the roofline: the host's triad for CPU devices (lavapipe included), the
+  // device's copy bandwidth for GPUs (auto); --roofline triad|copy forces one.
+  const std::string roofline = arg(argc, argv, "--roofline", "auto");
   const std::string dir = arg(argc, argv, "--dir", std::filesystem::temp_directory_path().c_str());
   const bool keep = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::strcmp(a, "--keep") == 0; });
   std::vector<std::string> dtypes;
@@ -136,8 +143,9 @@ int main(int argc, char** argv) {
       "triad bandwidth: %.1f GB/s (re-measured per row); model: qwen3-shaped, %d layers, D %d, FF %d, vocab %d; prompt "
       "%d, decode %d, sequences %d\n\n",
       bw, shape.layers, shape.D, shape.F, shape.V, prompt, decode, seqs);
-  std::printf("%-6s %-28s %10s %10s %12s %12s %8s %12s %8s\n", "dtype", "device", "params(M)", "GB/token", "decode t/s",
-              "roofline t/s", "ratio", "prefill t/s", "ratio");
+  std::printf("%-6s %-28s %10s %10s %12s %-12s %12s %8s %12s %8s\n", "dtype", "device", "params(M)", "GB/token",
+              "decode t/s", "limit GB/s", "roofline t/s", "ratio", "prefill t/s", "ratio");
+  double copy_bw = 0;  // the device's copy bandwidth, measured once (first row that needs it)
   for (const auto& name : dtypes) {
     const model::DType t = name == "q8_0"   ? model::DType::q8_0
                            : name == "bf16" ? model::DType::bf16
@@ -178,15 +186,23 @@ int main(int argc, char** argv) {
       }
       std::sort(steps.begin(), steps.end());
       const double decode_tps = seqs / steps[steps.size() / 2];
-      const double roof = bw * 1e9 / static_cast<double>(per_token);
+      double limit = bw;
+      std::string limit_name = "triad";
+      if (roofline == "copy" || (roofline == "auto" && bench::is_gpu(host->device()))) {
+        if (copy_bw == 0) copy_bw = bench::device_copy_gbs(host->device(), 512, 5);
+        limit = copy_bw;
+        limit_name = "copy";
+      }
+      const double roof = limit * 1e9 / static_cast<double>(per_token);
       const double prefill_tps = prompt / prefill_s;
       const double params =
           static_cast<double>(shape.layers) *
               (2.0 * shape.H * shape.Dh * shape.D + 2.0 * shape.KV * shape.Dh * shape.D + 3.0 * shape.F * shape.D) +
           2.0 * shape.V * shape.D;
-      std::printf("%-6s %-28.28s %10.0f %10.3f %12.2f %12.2f %8.2f %12.2f %8.2f\n", name.c_str(),
+      std::printf("%-6s %-28.28s %10.0f %10.3f %12.2f %-12s %12.2f %8.2f %12.2f %8.2f\n", name.c_str(),
                   host->device().info().name.c_str(), params / 1e6, static_cast<double>(per_token) / 1e9, decode_tps,
-                  roof, decode_tps / roof, prefill_tps, prefill_tps / (roof * prompt));
+                  fmt::format("{} {:.0f}", limit_name, limit).c_str(), roof, decode_tps / roof, prefill_tps,
+                  prefill_tps / (roof * prompt));
       std::fflush(stdout);
     }
     if (!keep) std::filesystem::remove(path);

@@ -20,6 +20,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/vulkan/device.hpp"
+#include "device_limits.hpp"
 #include "machine_limits.hpp"
 
 using namespace kiln;
@@ -142,35 +143,6 @@ Result run_matmul_batch(backend::Device& dev, DType t, int64_t R, int64_t M, int
     times.push_back((now() - t0) / copies);
   }
   return {median(times) * 1e3, *std::min_element(times.begin(), times.end()) * 1e3};
-}
-
-/** The device's copy bandwidth (bytes read + written per second): a SLICE of a whole `mib` MiB
- *  tensor, which the Vulkan backend records as one vkCmdCopyBuffer (the driver's own copy), best
- *  of `reps`: the GPU's limit for GEMV, measured in the same run as the triad is on a CPU. */
-double device_copy_gbs(backend::Device& dev, int mib, int reps) {
-  const int64_t n = int64_t{mib} << 18;  // floats
-  auto a = dev.allocate(static_cast<size_t>(n) * 4, backend::BufferUsage::activations);
-  auto b = dev.allocate(static_cast<size_t>(n) * 4, backend::BufferUsage::activations);
-  std::vector<float> ones(static_cast<size_t>(n), 1.0f);
-  a->upload(0, ones.data(), ones.size() * 4);
-  backend::BoundGraph g;
-  backend::Node s;
-  s.op = KILN_OP_SLICE;
-  s.n_src = 1;
-  s.params.axis = 0;
-  s.params.begin = 0;
-  s.params.end = n;
-  s.src[0] = {a.get(), 0, backend::TensorDesc(DType::f32, {n})};
-  s.dst = {b.get(), 0, backend::TensorDesc(DType::f32, {n})};
-  for (int i = 0; i < 8; ++i) g.nodes.push_back(s);  // 8 passes per compute(): submit cost amortized
-  dev.compute(g);
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    double t0 = now();
-    dev.compute(g);
-    best = std::min(best, (now() - t0) / 8);
-  }
-  return 2.0 * static_cast<double>(n) * 4 / best / 1e9;
 }
 
 /** µs per node of `g`: one untimed run (lavapipe compiles its pipelines), then `reps` timed runs. */
@@ -444,12 +416,11 @@ int main(int argc, char** argv) {
   }
   std::printf("device: %s (%s, %s)\n", dev->info().name.c_str(), backend::device_kind_name(dev->info().kind),
               dev->info().driver.c_str());
-  const bool gpu =
-      dev->info().kind == backend::DeviceKind::discrete_gpu || dev->info().kind == backend::DeviceKind::integrated_gpu;
+  const bool gpu = bench::is_gpu(*dev);
   if (gpu && gemv) {
     // A GPU's GEMV limit is its memory bandwidth, measured here as a device copy (read + write
     // bytes of a 1 GiB buffer copy); target 80 %. GEMM has no GPU FMA reference here: GFLOP/s only.
-    double copy = device_copy_gbs(*dev, quick ? 256 : 1024, quick ? 3 : 10);
+    double copy = bench::device_copy_gbs(*dev, quick ? 256 : 1024, quick ? 3 : 10);
     std::printf("device copy bandwidth %.0f GB/s (read + write of a %d MiB vkCmdCopyBuffer)\n\n", copy,
                 quick ? 256 : 1024);
     std::printf("%-26s %-6s %15s %10s %10s %10s %9s %8s\n", "op", "dtype", "best/median us", "GB/s", "GFLOP/s", "limit",
