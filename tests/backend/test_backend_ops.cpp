@@ -349,12 +349,16 @@ std::vector<Case> cases_gated_delta() {
                  gated_delta(g, {{300, 300}, {1, 9}}, 1, 2, 128, 16, 0.088f, -0.2f,
                              params([](auto& p) { p.mode = KILN_DELTA_RECURRENT; }));
                }});
-  // The chunked kernels (Vulkan: gated_delta_prep.comp, gated_delta_chunk.comp) at Qwen3.5's key
-  // head size in default chunks of 64: a 300-token prefill (5 chunks, and on lavapipe two rounds
-  // of pass 2 under the loop budget), a prefill one past a chunk boundary and a decode; Dv 20 is
-  // not a multiple of the kernel's column tile.
+  // The chunked form (Vulkan: gated_delta_prep.comp + gated_delta_chunk.comp on GPUs; ctest's
+  // vulkan_delta_chunked_* force it on lavapipe) at Qwen3.5's key head size in default chunks of
+  // 64: a 300-token prefill (5 chunks), a prefill one past a chunk boundary and a decode; Dv 20 is
+  // not a multiple of the kernel's column tile. Then value heads of 128 (16 column tiles).
   c.push_back({"chunked Hk1 Hv2 Dk128 Dv20, prefill 300 + 65 + decode", 5e-6, [](OpGraph& g) {
                  gated_delta(g, {{300, 300}, {65, 70}, {1, 9}}, 1, 2, 128, 20, 0.088f, -0.2f,
+                             params([](auto& p) { p.mode = KILN_DELTA_CHUNKED; }));
+               }});
+  c.push_back({"chunked Hk1 Hv2 Dk64 Dv128, prefill 100 + decode", 5e-6, [](OpGraph& g) {
+                 gated_delta(g, {{100, 100}, {1, 4}}, 1, 2, 64, 128, 0.125f, -0.2f,
                              params([](auto& p) { p.mode = KILN_DELTA_CHUNKED; }));
                }});
   // Scalar q/k reads (Dk 18), fewer value columns than the tile (Dv 5), odd chunks of 7; and a

@@ -39,10 +39,11 @@ KernelPolicy choose_policy(const DeviceInfo& d) {
   if (uint32_t v = knob("KILN_VULKAN_ATTENTION_KU", 4)) p.attention_keys_per_lane = v;
   if (uint32_t v = knob("KILN_VULKAN_ATTENTION_TQ", 4)) p.attention_query_tile = v;
   // GATED_DELTA form and column tile (kernels.hpp).
-  p.delta_chunked = true;
-  p.delta_chunk_cols = d.is_lavapipe ? 64 : 8;
+  p.delta_chunked = !d.is_lavapipe;
+  p.delta_chunk_cols = 8;
   if (const char* m = std::getenv("KILN_VULKAN_DELTA"); m && *m) p.delta_chunked = std::string_view(m) == "chunked";
   if (uint32_t v = knob("KILN_VULKAN_DELTA_TB", 64); v && 64 % v == 0) p.delta_chunk_cols = v;
+  p.delta_group_slots = knob("KILN_VULKAN_DELTA_GROUP", 65535);
   if (const char* r = std::getenv("KILN_VULKAN_STORAGE_REACH"); r && *r)
     p.storage_reach = std::min<uint64_t>(p.storage_reach, std::max<uint64_t>(std::strtoull(r, nullptr, 10), 4096));
   return p;

@@ -63,20 +63,26 @@ struct KernelPolicy {
    *  heads share each key's fetches. A tile across a sequence boundary runs one round per token,
    *  so the key limit is divided by it. */
   uint32_t attention_query_tile = 1;
-  /** GATED_DELTA form. true (every device): sequences of more than one token (AUTO) or all of
-   *  them (CHUNKED) run the chunked (WY) form, gated_delta_prep.comp + gated_delta_chunk.comp,
-   *  the rest the recurrent kernel, as the CPU reference chooses. The recurrent kernel walks a
-   *  prefill's tokens one after another with Hv x Dv invocations (4096 for a Qwen3.5 layer):
-   *  that keeps a CPU's lanes busy but leaves a GPU nearly idle (2.45 ms per layer and 256 tokens
-   *  on an H100); the chunked form splits each chunk's tokens over a workgroup's lanes. false:
-   *  every mode runs the recurrent kernel. KILN_VULKAN_DELTA=chunked|recurrent overrides it. */
+  /** GATED_DELTA form. true (GPUs): sequences of more than one token (AUTO) or all of them
+   *  (CHUNKED) run the chunked (WY) form, gated_delta_prep.comp + gated_delta_chunk.comp, the rest
+   *  the recurrent kernel, as the CPU reference chooses. The recurrent kernel walks a prefill's
+   *  tokens one after another with Hv x Dv invocations (4096 for a Qwen3.5 layer): that keeps a
+   *  CPU's lanes busy but leaves a GPU nearly idle (2.45 ms per layer and 256 tokens on an H100);
+   *  the chunked form splits each chunk's tokens over a workgroup's lanes through shared memory.
+   *  Not yet measured on a GPU. false (lavapipe): every mode runs the recurrent kernel. There
+   *  shared-memory loads at lane-varying addresses are a loop over the lanes, and a Qwen3.5 layer's
+   *  256-token prefill takes 880-920 ms chunked against 20-23 ms recurrent.
+   *  KILN_VULKAN_DELTA=chunked|recurrent overrides it (ctest runs the chunked kernels on lavapipe
+   *  that way). */
   bool delta_chunked = false;
-  /** gated_delta_chunk.comp value columns per workgroup (TB, a divisor of 64; 64 / TB lanes share
-   *  a column). GPUs 8: more workgroups and the shortest serial path per chunk (not yet measured on
-   *  one). lavapipe 64, one lane per column: Qwen3.5 layer, 256 / 1024 tokens, 20.6 / 88.6 ms
-   *  against the recurrent kernel's 20.7 / 92.5 ms; with TB 8, 16 or 32 lanes of a column split
-   *  its rows and the chunked form took 880-920 ms at 256 tokens. KILN_VULKAN_DELTA_TB sets it. */
-  uint32_t delta_chunk_cols = 16;
+  /** gated_delta_chunk.comp value columns per workgroup (TB, a divisor of 64; 64 / TB lanes split a
+   *  column's rows): 8, more workgroups and a short serial path per chunk (a guess until a GPU
+   *  measures it; KILN_VULKAN_DELTA_TB sets it). The state slice takes Dk·TB floats of shared
+   *  memory, so TB 64 at Dk 128 would not fit lavapipe's 32 KiB. */
+  uint32_t delta_chunk_cols = 8;
+  /** Chunk slots one group of the chunked form's scratch holds at most (0: as many as fit 256 MiB
+   *  and a binding). KILN_VULKAN_DELTA_GROUP lowers it (tests of the group split). */
+  uint32_t delta_group_slots = 0;
 };
 
 KernelPolicy choose_policy(const DeviceInfo& d);

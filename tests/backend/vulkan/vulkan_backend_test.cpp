@@ -323,29 +323,32 @@ TEST(Vulkan, GatedDeltaStateBeyondTheStorageReachRunsInWindowsOfSlots) {
   // Real case: a Qwen3.5 layer's recurrent state is 2 MiB a slot, so 64 sequences fill lavapipe's
   // 128 MiB binding. With the reach lowered to 4096 bytes (512 / 384-byte slots: windows of 7 / 10), three
   // sequences in slots of different windows (one of them a prefill) give bitwise the outputs and
-  // final states of one dispatch, and untouched slots stay as they were.
-  // Both forms: the chunked one adds its one pass-1 dispatch (chunks of 4, so its scratch fits).
+  // final states of one dispatch, and untouched slots stay as they were. Both forms: the chunked
+  // one (chunks of 4, so its scratch fits) adds its one pass-1 dispatch.
   REQUIRE_VULKAN(dev);
-  auto small = device_with_env({{"KILN_VULKAN_STORAGE_REACH", "4096"}});
-  for (int mode : {KILN_DELTA_RECURRENT, KILN_DELTA_CHUNKED})
+  for (const char* form : {"recurrent", "chunked"}) {
+    auto small = device_with_env({{"KILN_VULKAN_STORAGE_REACH", "4096"}, {"KILN_VULKAN_DELTA", form}});
+    auto whole = device_with_env({{"KILN_VULKAN_DELTA", form}});
+    const bool chunked = std::string(form) == "chunked";
     for (int64_t dv : {8, 6}) {  // recurrent: 4 value columns per invocation, state read as texels; 2
       OpGraph g(19);
       const int64_t n = 1 + 6 + 1, hv = 2, dk = 8;
       const uint32_t state = g.cache(DType::f32, {20, hv, dk, dv}, false, "ssm state");
       const std::vector<int32_t> seqs = {0, 1, 5, 9, 1, 6, 6, 0, 7, 1, 3, 19};  // {q_start, q_len, kv_len, slot}
       kiln_op_params p{};
-      p.mode = mode, p.chunk = 4;
+      p.mode = KILN_DELTA_CHUNKED, p.chunk = 4;
       g.output(g.op(KILN_OP_GATED_DELTA,
                     {g.f32({n, 1, dk}, -0.3f, 0.3f), g.f32({n, 1, dk}, -0.3f, 0.3f), g.f32({n, hv, dv}),
                      g.f32({n, hv}, -1.0f, 0.0f), g.f32({n, hv}, 0.0f, 1.0f), state, g.i32({3, 4}, seqs)},
                     p));
-      auto got = g.run(*small), ref = g.run(*dev);
+      auto got = g.run(*small), ref = g.run(*whole);
       ASSERT_EQ(got.size(), 2u);
-      EXPECT_TRUE(bitwise_equal(got[0].f, ref[0].f)) << "output, Dv " << dv << ", mode " << mode;
-      EXPECT_TRUE(bitwise_equal(got[1].f, ref[1].f)) << "state, Dv " << dv << ", mode " << mode;
-      EXPECT_EQ(small->last_dispatches(), (dv == 8 ? 3u : 2u) + (mode == KILN_DELTA_CHUNKED ? 1u : 0u))
-          << "windows of 7 / 10 slots, mode " << mode;
+      EXPECT_TRUE(bitwise_equal(got[0].f, ref[0].f)) << "output, Dv " << dv << ", " << form;
+      EXPECT_TRUE(bitwise_equal(got[1].f, ref[1].f)) << "state, Dv " << dv << ", " << form;
+      EXPECT_EQ(small->last_dispatches(), (dv == 8 ? 3u : 2u) + (chunked ? 1u : 0u))
+          << "windows of 7 / 10 slots, " << form;
     }
+  }
 }
 
 namespace {
@@ -377,43 +380,105 @@ std::vector<float> delta_call(Device& d, int64_t t0, int64_t len, int mode, int 
   return out[0].f;
 }
 
+/** GATED_DELTA layers over a ragged batch of `lens` (one state slot per sequence, slot = index),
+ *  each layer a node with its own state and inputs, in one graph; q/k heads 1, value heads 2. */
+std::vector<Output> delta_layers(Device& d, const std::vector<int>& lens, int layers, int64_t dk, int64_t dv, int chunk,
+                                 uint32_t seed) {
+  OpGraph g(seed);
+  int64_t n = 0;
+  std::vector<int32_t> seqs;
+  for (size_t s = 0; s < lens.size(); ++s) {
+    seqs.insert(seqs.end(), {static_cast<int32_t>(n), lens[s], lens[s], static_cast<int32_t>(s)});
+    n += lens[s];
+  }
+  kiln_op_params p{};
+  p.mode = KILN_DELTA_CHUNKED, p.chunk = chunk;
+  const auto S = static_cast<int64_t>(lens.size());
+  for (int l = 0; l < layers; ++l) {
+    const uint32_t state = g.cache(DType::f32, {S, 2, dk, dv}, false, "ssm state");
+    g.output(g.op(KILN_OP_GATED_DELTA,
+                  {g.f32({n, 1, dk}, -0.3f, 0.3f), g.f32({n, 1, dk}, -0.3f, 0.3f), g.f32({n, 2, dv}),
+                   g.f32({n, 2}, -0.5f, 0.0f), g.f32({n, 2}, 0.0f, 1.0f), state, g.i32({S, 4}, seqs)},
+                  p));
+  }
+  return g.run(d);
+}
+
 }  // namespace
 
 TEST(Vulkan, GatedDeltaChunkedFormMatchesTheRecurrentFormWithCarriedState) {
-  // The chunked kernels against the recurrent kernel on the same device: one call over 200
-  // tokens, and calls of 50 / 81 / 1 / 68 tokens carrying the state (chunks of 16 and 64 (one
-  // longer than a call), and 7, crossing chunk and call boundaries).
+  // The chunked kernels (forced on lavapipe, whose policy keeps the recurrent kernel) against the
+  // recurrent kernel: one call over 200 tokens, and calls of 50 / 81 / 1 / 68 tokens carrying the
+  // state (chunks of 16, 64 (one longer than a call) and 7, crossing chunk and call boundaries).
   REQUIRE_VULKAN(dev);
+  auto chunked = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}});
   std::vector<float> s_rec(2 * 16 * 12, 0.0f);
   const auto rec = delta_call(*dev, 0, 200, KILN_DELTA_RECURRENT, 0, s_rec);
+  EXPECT_EQ(dev->last_dispatches(), 1u) << "the recurrent kernel";
   for (int chunk : {16, 64, 7}) {
     std::vector<float> s(2 * 16 * 12, 0.0f), out;
     for (auto [t0, len] : std::vector<std::pair<int64_t, int64_t>>{{0, 50}, {50, 81}, {131, 1}, {132, 68}}) {
-      auto y = delta_call(*dev, t0, len, KILN_DELTA_CHUNKED, chunk, s);
+      auto y = delta_call(*chunked, t0, len, KILN_DELTA_CHUNKED, chunk, s);
+      EXPECT_EQ(chunked->last_dispatches(), 2u) << "pass 1 and pass 2 ran, chunk " << chunk;
       out.insert(out.end(), y.begin(), y.end());
     }
     EXPECT_LT(nmse(out, rec), 1e-10) << "chunk " << chunk;
     EXPECT_LT(nmse(s, s_rec), 1e-10) << "chunk " << chunk;
     std::vector<float> s1(2 * 16 * 12, 0.0f);
-    EXPECT_LT(nmse(delta_call(*dev, 0, 200, KILN_DELTA_CHUNKED, chunk, s1), rec), 1e-10) << "one call, chunk " << chunk;
+    EXPECT_LT(nmse(delta_call(*chunked, 0, 200, KILN_DELTA_CHUNKED, chunk, s1), rec), 1e-10)
+        << "one call, chunk " << chunk;
   }
+}
+
+TEST(Vulkan, GatedDeltaChunkedRunsAtQwen35HeadSizes) {
+  // Key and value heads of 128 (Qwen3.5): the chunked kernels must take them (shared memory, scratch
+  // and loop budget fit), not fall back to the recurrent kernel, and match the CPU reference.
+  REQUIRE_VULKAN(dev);
+  auto chunked = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}});
+  Device& cpu = backend::Registry::instance().cpu();
+  const auto got = delta_layers(*chunked, {70, 1, 130}, 1, 128, 128, 0, 31);
+  EXPECT_EQ(chunked->last_dispatches(), 2u) << "pass 1 and pass 2";
+  const auto ref = delta_layers(cpu, {70, 1, 130}, 1, 128, 128, 0, 31);
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_LT(nmse(got[i].f, ref[i].f), 1e-9) << got[i].what;
 }
 
 TEST(Vulkan, GatedDeltaChunkRoundsUnderALoopBudgetGiveTheBitsOfOneRound) {
   // llvmpipe ends a shader's loops after 65535 iterations, so a long prefill's chunks run in
-  // rounds of dispatches carrying the state. With the budget lowered to 600 iterations a
-  // 200-token call in chunks of 8 (25 chunks; 106 counted iterations each with Dk 16 and 4 lanes
-  // per column, 5 per round) takes 5 rounds, and gives the bits of one round (whatever the column
-  // tile of either: each element is one lane's sum in a fixed order).
+  // rounds of dispatches carrying the state. With the budget lowered to 600 iterations (300 of them
+  // reserved for the sequence scans) a 200-token call in chunks of 8 (25 chunk slots, and one spare;
+  // 70 counted iterations per chunk with Dk 16 and 8 lanes per column: 3 a round) takes pass 1 and
+  // 9 rounds of pass 2, and gives the bits of one round.
   REQUIRE_VULKAN(dev);
-  auto tight = device_with_env({{"KILN_VULKAN_LOOP_BUDGET", "600"}, {"KILN_VULKAN_DELTA_TB", "16"}});
+  auto one = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}, {"KILN_VULKAN_DELTA_TB", "8"}});
+  auto tight = device_with_env(
+      {{"KILN_VULKAN_LOOP_BUDGET", "600"}, {"KILN_VULKAN_DELTA", "chunked"}, {"KILN_VULKAN_DELTA_TB", "8"}});
   std::vector<float> s_one(2 * 16 * 12, 0.0f), s_rounds(2 * 16 * 12, 0.0f);
-  const auto one = delta_call(*dev, 0, 200, KILN_DELTA_CHUNKED, 8, s_one);
+  const auto whole = delta_call(*one, 0, 200, KILN_DELTA_CHUNKED, 8, s_one);
+  EXPECT_EQ(one->last_dispatches(), 2u) << "pass 1 and one round of pass 2";
   const auto rounds = delta_call(*tight, 0, 200, KILN_DELTA_CHUNKED, 8, s_rounds);
-  EXPECT_TRUE(bitwise_equal(rounds, one));
+  EXPECT_EQ(tight->last_dispatches(), 10u) << "pass 1 and 9 rounds of pass 2";
+  EXPECT_TRUE(bitwise_equal(rounds, whole));
   EXPECT_TRUE(bitwise_equal(s_rounds, s_one));
-  EXPECT_EQ(tight->last_dispatches(), 6u) << "pass 1 and 5 rounds of pass 2";
-  EXPECT_EQ(dev->last_dispatches(), 2u) << "pass 1 and one round of pass 2";
+}
+
+TEST(Vulkan, GatedDeltaChunkGroupsAndSharedScratchGiveTheBitsOfOneGroup) {
+  // The chunked form's scratch holds a group of chunks (as many as fit 256 MiB and a binding); a
+  // batch with more runs group after group. With groups capped at 5 chunks, three sequences of
+  // 40 / 1 / 23 tokens in chunks of 4 (17 chunks, 19 slots reserved) take 4 groups, and two layers
+  // in one graph share the scratch (the second's pass 1 must wait for the first's pass 2). Every
+  // output and state is bitwise what one group gives. (backend_batch_invariance_test runs under
+  // the same cap in ctest: a sequence alone and in a batch split differently give the same bits.)
+  REQUIRE_VULKAN(dev);
+  auto whole = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}});
+  auto grouped = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}, {"KILN_VULKAN_DELTA_GROUP", "5"}});
+  const std::vector<int> lens = {40, 1, 23};
+  const auto ref = delta_layers(*whole, lens, 2, 8, 8, 4, 41);
+  EXPECT_EQ(whole->last_dispatches(), 2u * 2) << "per layer: pass 1 + pass 2";
+  const auto got = delta_layers(*grouped, lens, 2, 8, 8, 4, 41);
+  EXPECT_EQ(grouped->last_dispatches(), 2u * (4 + 4)) << "per layer: 4 groups of pass 1 + pass 2";
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(bitwise_equal(got[i].f, ref[i].f)) << got[i].what;
 }
 
 TEST(Vulkan, RecurrentStateSlotOutsideTheStateIsAnError) {

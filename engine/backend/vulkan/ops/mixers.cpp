@@ -35,12 +35,14 @@ int64_t tokens_per_round(const OpEnv& e, int64_t N, int64_t per_token, int64_t f
 }
 
 /** The chunked (WY) form of GATED_DELTA for the sequences with q_len >= min_len: pass 1
- *  (gated_delta_prep.comp) over every chunk of the batch, then pass 2 (gated_delta_chunk.comp)
- *  walking each sequence's chunks with its state, in rounds of chunks under a loop budget and in
- *  windows of state slots beyond a storage binding. False, with nothing recorded, where this
- *  device or batch does not fit it (shared memory, dispatch grid, binding reach, loop budget,
- *  scratch memory): the caller then runs those sequences through the recurrent kernel, which
- *  computes the same recurrence. */
+ *  (gated_delta_prep.comp) fills per-chunk scratch for a group of chunk slots, then pass 2
+ *  (gated_delta_chunk.comp) walks each sequence's chunks of the group with its state, in rounds
+ *  of slots under a loop budget and in windows of state slots beyond a storage binding; groups
+ *  follow each other in slot order, so every sequence's chunks run in order. False, with nothing
+ *  recorded, where the op's shapes do not fit the kernels on this device (head dims, shared
+ *  memory, the scratch of one chunk, the loop budget): the caller then runs the recurrent kernel,
+ *  which computes the same recurrence. The choice depends on shapes and the device only, never on
+ *  the batch (its tokens, sequences or the memory free), so a sequence's bits do not either. */
 bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
   const backend::Node& n = e.node;
   const backend::TensorRef &q = n.src[0], &k = n.src[1], &v = n.src[2], &g = n.src[3], &beta = n.src[4], &st = n.src[5],
@@ -54,47 +56,72 @@ bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
   const int64_t C = std::clamp<int64_t>(n.params.chunk > 0 ? n.params.chunk : 64, 1, 64);
   const int64_t TB = std::min<int64_t>(pol.delta_chunk_cols, std::bit_ceil(static_cast<uint64_t>(Dv)));
   const int64_t RS = 64 / TB, tiles = (Dv + TB - 1) / TB;
-  if (Dk > 256 || N <= 0) return false;
+  if (Dk > 256 || Dv <= 0 || Hv <= 0) return false;
   if (static_cast<uint64_t>(C * C + 2 * C) * 4 > di.max_shared_bytes ||
-      static_cast<uint64_t>(Dk * TB + C * TB + 2 * C) * 4 > di.max_shared_bytes)
-    return false;
-  const int64_t chunk_slots = (N + C - 1) / C + S;
-  if (chunk_slots > di.max_groups[0] || Hv > di.max_groups[1] || Hv * tiles > di.max_groups[0] || S > di.max_groups[1])
+      static_cast<uint64_t>(Dk * TB + C * TB + 2 * C) * 4 > di.max_shared_bytes || Hv > di.max_groups[1] ||
+      Hv * tiles > di.max_groups[0])
     return false;
   const bool vec = Dk % 4 == 0 && q.offset % 16 == 0 && k.offset % 16 == 0;
   const int64_t kd = vec ? Dk / 4 : Dk;
-  // Loop passes (llvmpipe counts every loop's back-edges and exits across the invocation). Pass
-  // 1: the sequence scan, γ, the A/P dot products, T, and U/W columns. Pass 2: loading and
-  // storing the state slice, then per chunk its tokens' V' / O rows and its key dims' update.
+  // Loop passes (llvmpipe counts every loop's back-edges and exits across the invocation). Both
+  // passes scan the sequences before them; like attention, a batch may hold attention_max_seqs of
+  // them (a fixed reserve, so the shape check does not depend on the batch). Pass 1: γ, the A/P
+  // dot products, T and U/W columns. Pass 2: loading and storing the state slice, then per chunk
+  // its tokens' V' / O rows and its key dims' update.
+  const int64_t seq_reserve = pol.loop_budget ? attention_max_seqs(pol.loop_budget) : 0;
   const int64_t half = C * C / 2 + 4 * C + 4;
-  const int64_t prep =
-      S + 2 + (C + 1) + ((C * C + 63) / 64 + 1) * (kd + 2) + half + (C + 1) + ((Dv + Dk + 63) / 64 + 1) * half + 16;
+  const int64_t prep = seq_reserve + 2 + (C + 1) + ((C * C + 63) / 64 + 1) * (kd + 2) + half + (C + 1) +
+                       ((Dv + Dk + 63) / 64 + 1) * half + 16;
   const int64_t rows = (C + RS - 1) / RS + 1, dims = (Dk + RS - 1) / RS + 1;
-  const int64_t per_chunk = rows * (kd + C + 4) + dims * (C + 2) + 8, fixed = 2 * dims + 16;
-  int64_t per_round = (N + C - 1) / C;
+  const int64_t per_chunk = rows * (kd + C + 4) + dims * (C + 2) + 8, fixed = seq_reserve + 2 * dims + 16;
+  int64_t per_round = INT64_MAX;
   if (pol.loop_budget) {
     if (prep > pol.loop_budget || fixed + per_chunk > pol.loop_budget) return false;
-    per_round = std::min<int64_t>(per_round, (pol.loop_budget - fixed) / per_chunk);
+    per_round = (pol.loop_budget - fixed) / per_chunk;
+    if (S > seq_reserve)
+      e.fail(
+          fmt::format("{} sequences in one batch; this device's chunked delta rule takes at most {}: split the batch",
+                      S, seq_reserve));
   }
-  // Scratch rows per token: γ [N, Hv], P [N, Hv, C], U [N, Hv, Dv], W [N, Hv, Dk], each one
-  // binding (storage in pass 1, texel in pass 2) within both reaches.
+  // Scratch per chunk slot (C rows): γ [Hv], P [Hv, C], U [Hv, Dv], W [Hv, Dk] floats a row, each
+  // part one binding (storage in pass 1, texel in pass 2) within both reaches. A group holds as
+  // many slots as fit those and 256 MiB in all (a Qwen3.5 layer: 2.6 MB a slot, 102 slots).
   const uint64_t reach = std::min<uint64_t>(pol.storage_reach, pol.texel_reach / 4) - 256;
-  const uint64_t rows_bytes = static_cast<uint64_t>(N * Hv) * 4;
-  const uint64_t sz[4] = {rows_bytes, rows_bytes * C, rows_bytes * Dv, rows_bytes * Dk};
+  const uint64_t slot_rows = static_cast<uint64_t>(C * Hv) * 4;
+  const uint64_t part[4] = {slot_rows, slot_rows * C, slot_rows * Dv, slot_rows * Dk};
+  const uint64_t per_slot = (part[0] + part[1] + part[2] + part[3]);
+  const uint64_t largest = std::max({part[1], part[2], part[3]});
+  if (largest > reach) return false;
+  if (S > di.max_groups[1])
+    e.fail(fmt::format("{} sequences in one batch exceed the device's {} workgroups in y: split the batch", S,
+                       di.max_groups[1]));
+  const int64_t max_slots = (N + C - 1) / C + S;  // Σ ceil(q_len / C) over the sequences
+  int64_t G = std::min<int64_t>({static_cast<int64_t>(reach / largest),
+                                 std::max<int64_t>(static_cast<int64_t>((256ull << 20) / per_slot), 1),
+                                 static_cast<int64_t>(di.max_groups[0]), max_slots,
+                                 pol.delta_group_slots ? static_cast<int64_t>(pol.delta_group_slots) : INT64_MAX});
+  // Short of memory, smaller groups (more dispatches, the same bits); not even one chunk's scratch
+  // is an error, not a switch to the other form (which would change the bits with the memory free).
   uint64_t at[4], total = 0;
-  for (int i = 0; i < 4; ++i) {
-    if (sz[i] > reach) return false;
-    at[i] = total;
-    total += (sz[i] + 255) / 256 * 256;
-  }
   const Allocation* scratch = nullptr;
-  try {
-    scratch = &e.dev.temp_scratch(total);
-  } catch (const HostError&) {
-    return false;  // no room for the scratch: the recurrent kernel needs none
+  while (!scratch) {
+    total = 0;
+    for (int i = 0; i < 4; ++i) {
+      at[i] = total;
+      total += (part[i] * static_cast<uint64_t>(G) + 255) / 256 * 256;
+    }
+    try {
+      scratch = &e.dev.temp_scratch(total);
+    } catch (const HostError& ex) {
+      if (G == 1)
+        e.fail(fmt::format("no memory for the chunked delta rule's scratch ({} bytes for one chunk): {}", total,
+                           ex.what()));
+      G = (G + 1) / 2;
+    }
   }
-  auto part = [&](int i, bool write, VkFormat f) {
-    return Arg{scratch, write ? VK_FORMAT_UNDEFINED : f, write, at[i], sz[i], at[i]};
+  auto scratch_arg = [&](int i, bool write, VkFormat f) {
+    const uint64_t bytes = part[i] * static_cast<uint64_t>(G);
+    return Arg{scratch, write ? VK_FORMAT_UNDEFINED : f, write, at[i], bytes, at[i]};
   };
   const VkFormat qkf = vec ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT;
   const uint32_t qke = vec ? 16 : 4;
@@ -103,12 +130,6 @@ bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
                                       {Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage,
                                        Bind::storage, Bind::storage, Bind::storage, Bind::storage, Bind::storage},
                                       {u32(C), vec ? 1u : 0u});
-  e.dispatch(prep_p,
-             {e.tex(q, qkf), e.tex(k, qkf), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(seqs), part(0, true, {}),
-              part(1, true, {}), part(2, true, {}), part(3, true, {})},
-             {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(v, 4), e.off(g, 4),
-              e.off(beta, 4), e.off(seqs, 4), min_len},
-             u32(chunk_slots), u32(Hv));
   std::vector<Bind> binds(10, Bind::storage);
   for (int i = 0; i < 6; ++i) binds[static_cast<size_t>(i)] = Bind::texel;
   const Pipeline& p = e.pipeline("gated_delta_chunk", binds, {u32(C), u32(Dk), u32(TB), vec ? 1u : 0u});
@@ -121,21 +142,29 @@ bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
       e.fail(fmt::format("one state slot of {} bytes exceeds the storage-buffer reach ({} bytes)", slot_bytes,
                          pol.storage_reach));
   }
-  const int64_t chunks = (N + C - 1) / C;
-  for (int64_t c0 = 0; c0 < chunks; c0 += per_round)
-    for (int64_t s0 = 0; s0 < slots; s0 += win) {
-      backend::TensorRef sw = st;
-      sw.offset = st.offset + static_cast<size_t>(s0 * slot_bytes);
-      sw.desc = backend::TensorDesc(DType::f32, {std::min(win, slots - s0), Hv, Dk, Dv});
-      e.dispatch(
-          p,
-          {e.tex(q, qkf), e.tex(k, qkf), part(0, false, VK_FORMAT_R32_SFLOAT), part(1, false, VK_FORMAT_R32_SFLOAT),
-           part(2, false, VK_FORMAT_R32_SFLOAT), part(3, false, qkf), e.ssbo(sw, true), e.ssbo(seqs),
-           e.ssbo(n.dst, true), flags},
-          {u32(S), u32(Hk), u32(Hv), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(sw, 4), e.off(seqs, 4),
-           e.off(n.dst, 4), min_len, u32(c0), u32(per_round), u32(s0), u32(std::min(s0 + win, slots)), u32(slots)},
-          u32(Hv * tiles), u32(S));
-    }
+  for (int64_t w0 = 0; w0 < max_slots; w0 += G) {
+    const int64_t w1 = std::min(max_slots, w0 + G);
+    e.dispatch(prep_p,
+               {e.tex(q, qkf), e.tex(k, qkf), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(seqs),
+                scratch_arg(0, true, {}), scratch_arg(1, true, {}), scratch_arg(2, true, {}), scratch_arg(3, true, {})},
+               {u32(S), u32(Hk), u32(Hv), u32(Dk), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(v, 4), e.off(g, 4),
+                e.off(beta, 4), e.off(seqs, 4), min_len, u32(w0)},
+               u32(w1 - w0), u32(Hv));
+    for (int64_t lo = w0; lo < w1; lo += std::min(per_round, w1 - lo))
+      for (int64_t s0 = 0; s0 < slots; s0 += win) {
+        backend::TensorRef sw = st;
+        sw.offset = st.offset + static_cast<size_t>(s0 * slot_bytes);
+        sw.desc = backend::TensorDesc(DType::f32, {std::min(win, slots - s0), Hv, Dk, Dv});
+        e.dispatch(p,
+                   {e.tex(q, qkf), e.tex(k, qkf), scratch_arg(0, false, VK_FORMAT_R32_SFLOAT),
+                    scratch_arg(1, false, VK_FORMAT_R32_SFLOAT), scratch_arg(2, false, VK_FORMAT_R32_SFLOAT),
+                    scratch_arg(3, false, qkf), e.ssbo(sw, true), e.ssbo(seqs), e.ssbo(n.dst, true), flags},
+                   {u32(S), u32(Hk), u32(Hv), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(sw, 4), e.off(seqs, 4),
+                    e.off(n.dst, 4), min_len, u32(w0), u32(lo), u32(lo + std::min(w1 - lo, per_round)), u32(s0),
+                    u32(std::min(s0 + win, slots)), u32(slots)},
+                   u32(Hv * tiles), u32(S));
+      }
+  }
   return true;
 }
 
@@ -288,12 +317,15 @@ void record_recurrent(const OpEnv& e) {
   // Where the device's policy keeps the recurrent kernel (KernelPolicy::delta_chunked false, or
   // KILN_VULKAN_DELTA=recurrent), CHUNKED runs it too: both forms compute the same recurrence, to
   // fp32 rounding.
+  // A batch of one token per sequence (N == S: q_len >= 1 each) has nothing for AUTO's chunked
+  // form, so decode steps record one dispatch, not three.
   const int mode = n.params.mode;
   const bool chunked = e.dev.policy().delta_chunked;
-  uint32_t chunk_min = !chunked                     ? UINT32_MAX
-                       : mode == KILN_DELTA_CHUNKED ? 1u
-                       : mode == KILN_DELTA_AUTO    ? 2u
-                                                    : UINT32_MAX;
+  const int64_t N = q.desc.ne[0];
+  uint32_t chunk_min = !chunked                           ? UINT32_MAX
+                       : mode == KILN_DELTA_CHUNKED       ? 1u
+                       : mode == KILN_DELTA_AUTO && N > S ? 2u
+                                                          : UINT32_MAX;
   if (chunk_min != UINT32_MAX && !record_delta_chunked(e, chunk_min)) chunk_min = UINT32_MAX;
   if (chunk_min <= 1) return;
   std::vector<Bind> binds(10, Bind::storage);
@@ -316,8 +348,7 @@ void record_recurrent(const OpEnv& e) {
   // unroll and an invocation takes one loop pass per token (2 counted, and a margin): a 2K-token
   // prefill is one dispatch, not 9 that each reload the state. Were they left as loops, the
   // harness's 300-token prefill at Dk 128 would come out wrong. Dk > 256 loops 2·Dk + 2 per token.
-  const int64_t N = q.desc.ne[0],
-                per = dk_spec ? tokens_per_round(e, N, 2, 16) : tokens_per_round(e, N, 2 * Dk + 2, 2 * Dk);
+  const int64_t per = dk_spec ? tokens_per_round(e, N, 2, 16) : tokens_per_round(e, N, 2 * Dk + 2, 2 * Dk);
   // A state beyond one storage binding (lavapipe: 128 MiB, 64 slots of a Qwen3.5 layer's 2 MiB)
   // runs in windows of whole slots, one dispatch each; a sequence runs in its slot's window only.
   const int64_t slots = st.desc.ne[0], slot_bytes = Hv * Dk * Dv * 4;

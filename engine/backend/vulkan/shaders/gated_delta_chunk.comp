@@ -7,9 +7,10 @@
 //   S <- e^{γ_last} S + Σ_j (k_j e^{γ_last-γ_j}) V'_j^T
 // Within a chunk every token's row is independent given S, so the lanes split tokens x columns
 // (and key dims x columns for the state update) instead of walking tokens one at a time as the
-// recurrent kernel does. A dispatch runs chunks [c_begin, c_begin + c_count) of each sequence (the
-// host splits long prefills into rounds under llvmpipe's loop limit; the state carries through
-// `st`), for the sequences with q_len >= min_len.
+// recurrent kernel does. A dispatch runs the chunks whose slots (gated_delta_prep.comp) lie in
+// [w_lo, w_hi), each sequence's in order, for the sequences with q_len >= min_len; their scratch
+// rows count from slot w0 (the group pass 1 filled). The host splits a batch's slots into groups
+// (the scratch they fill) and rounds (llvmpipe's loop limit); the state carries through `st`.
 // Workgroup (x: value head x column tile, y: sequence).
 #extension GL_EXT_control_flow_attributes : enable
 layout(local_size_x = 64) in;
@@ -22,10 +23,10 @@ const uint RS = 64u / TB;  // lanes per column: rows (tokens, key dims) are spli
 
 layout(set = 0, binding = 0) uniform samplerBuffer Qt;
 layout(set = 0, binding = 1) uniform samplerBuffer Kt;
-layout(set = 0, binding = 2) uniform samplerBuffer Gam;  // [N, Hv]
-layout(set = 0, binding = 3) uniform samplerBuffer Pm;   // [N, Hv, C]
-layout(set = 0, binding = 4) uniform samplerBuffer Um;   // [N, Hv, Dv]
-layout(set = 0, binding = 5) uniform samplerBuffer Wm;   // [N, Hv, DK] (RGBA32F when VEC)
+layout(set = 0, binding = 2) uniform samplerBuffer Gam;  // scratch [rows, Hv]
+layout(set = 0, binding = 3) uniform samplerBuffer Pm;   // [rows, Hv, C]
+layout(set = 0, binding = 4) uniform samplerBuffer Um;   // [rows, Hv, Dv]
+layout(set = 0, binding = 5) uniform samplerBuffer Wm;   // [rows, Hv, DK] (RGBA32F when VEC)
 layout(std430, set = 0, binding = 6) buffer State { float st[]; };
 layout(std430, set = 0, binding = 7) readonly buffer Seqs { int seqs[]; };
 layout(std430, set = 0, binding = 8) writeonly buffer Out { float o[]; };
@@ -33,7 +34,7 @@ layout(std430, set = 0, binding = 9) buffer Err { uint err[]; };  // err[4]: a s
 layout(push_constant) uniform PC {
   uint S, Hk, Hv, Dv;
   uint q_off, k_off, st_off, seqs_off, o_off;
-  uint min_len, c_begin, c_count;
+  uint min_len, w0, w_lo, w_hi;
   // Slots [slot_lo, slot_hi) only, `st` bound from slot_lo (a state beyond one storage binding runs
   // in windows of slots, as in gated_delta.comp).
   uint slot_lo, slot_hi, n_slots;
@@ -56,8 +57,16 @@ void main() {
     return;
   }
   if (slot < pc.slot_lo || slot >= pc.slot_hi) return;  // another window's sequence
-  const uint c_lo = pc.c_begin, c_hi = min((len + C - 1u) / C, pc.c_begin + pc.c_count);
-  if (c_lo >= c_hi) return;  // this round has none of the sequence's chunks: state untouched
+  // The sequence's first chunk slot: the chunks of the chunked sequences before it.
+  uint base = 0u;
+  for (uint p = 0u; p < s; ++p) {
+    int lp = seqs[pc.seqs_off + p * 4u + 1u];
+    if (lp >= int(pc.min_len) && lp > 0) base += (uint(lp) + C - 1u) / C;
+  }
+  const uint nc = (len + C - 1u) / C;
+  const uint lo = max(pc.w_lo, base), hi = min(pc.w_hi, base + nc);
+  if (lo >= hi) return;  // none of the sequence's chunks in this dispatch: state untouched
+  const uint c_lo = lo - base, c_hi = hi - base;
   const uint hk = h / (pc.Hv / pc.Hk);
   const uint kstride = VEC ? DK / 4u : DK;  // q/k row in texels
   const uint b = tid % TB, r0 = tid / TB;
@@ -66,11 +75,12 @@ void main() {
   for (uint a = r0; a < DK; a += RS) Ss[a * TB + b] = col_ok ? st[sb + a * pc.Dv] : 0.0;
   barrier();
   for (uint c = c_lo; c < c_hi; ++c) {
-    const uint n = min(C, len - c * C), t0 = first + c * C;
+    const uint n = min(C, len - c * C), t0 = first + c * C;  // the chunk's tokens in the batch
+    const uint sr = (base + c - pc.w0) * C;                   // and its scratch rows
     if (tid < n) {
-      float gi = texelFetch(Gam, int((t0 + tid) * pc.Hv + h)).x;
+      float gi = texelFetch(Gam, int((sr + tid) * pc.Hv + h)).x;
       gm[tid] = gi;
-      ek[tid] = exp(texelFetch(Gam, int((t0 + n - 1u) * pc.Hv + h)).x - gi);
+      ek[tid] = exp(texelFetch(Gam, int((sr + n - 1u) * pc.Hv + h)).x - gi);
     }
     barrier();
     // V'_i and the state's share of O_i for tokens i = r0, r0 + RS, ... (one column each).
@@ -79,15 +89,22 @@ void main() {
       const uint i = r0 + m * RS;
       ob[m] = 0.0;
       if (i < n) {
-        const uint row = (t0 + i) * pc.Hv + h;
+        const uint row = (sr + i) * pc.Hv + h;  // scratch row of token i
         const uint qb = pc.q_off + ((t0 + i) * pc.Hk + hk) * kstride;
         float ws = 0.0, qs = 0.0;
-        if (VEC) {
+        if (VEC) {  // the scalar path's order, one dim at a time (the bits must not depend on alignment)
           for (uint a4 = 0u; a4 < DK / 4u; ++a4) {
-            vec4 sv = vec4(Ss[(4u * a4) * TB + b], Ss[(4u * a4 + 1u) * TB + b], Ss[(4u * a4 + 2u) * TB + b],
-                           Ss[(4u * a4 + 3u) * TB + b]);
-            ws += dot(texelFetch(Wm, int(row * (DK / 4u) + a4)), sv);
-            qs += dot(texelFetch(Qt, int(qb + a4)), sv);
+            vec4 wv = texelFetch(Wm, int(row * (DK / 4u) + a4)), qv = texelFetch(Qt, int(qb + a4));
+            float s0 = Ss[(4u * a4) * TB + b], s1 = Ss[(4u * a4 + 1u) * TB + b], s2 = Ss[(4u * a4 + 2u) * TB + b],
+                  s3 = Ss[(4u * a4 + 3u) * TB + b];
+            ws += wv.x * s0;
+            qs += qv.x * s0;
+            ws += wv.y * s1;
+            qs += qv.y * s1;
+            ws += wv.z * s2;
+            qs += qv.z * s2;
+            ws += wv.w * s3;
+            qs += qv.w * s3;
           }
         } else {
           for (uint a = 0u; a < DK; ++a) {
@@ -105,10 +122,10 @@ void main() {
     [[unroll]] for (uint m = 0u; m * RS < C; ++m) {
       const uint i = r0 + m * RS;
       if (i < n && col_ok) {
-        const uint row = (t0 + i) * pc.Hv + h;
+        const uint row = (sr + i) * pc.Hv + h;
         float acc = ob[m];
         for (uint j = 0u; j <= i; ++j) acc += texelFetch(Pm, int(row * C + j)).x * Vs[j * TB + b];
-        o[pc.o_off + row * pc.Dv + b0 + b] = acc;
+        o[pc.o_off + ((t0 + i) * pc.Hv + h) * pc.Dv + b0 + b] = acc;
       }
     }
     // S <- e^{γ_last} S + Σ_j (k_j e^{γ_last - γ_j}) V'_j, each lane its own key dims of its column

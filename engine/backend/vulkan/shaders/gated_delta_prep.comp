@@ -6,10 +6,11 @@
 //   A_ij = β_i (k_i·k_j) e^{γ_i-γ_j} for j < i,  T = (I + A)^-1
 //   U = T (β v),  W = T (β e^γ k)                        (the chunk's values are then U - W S)
 //   P_ij = (q_i·k_j) e^{γ_i-γ_j} for j <= i             (attention within the chunk)
-// into scratch rows indexed by token. Chunks are independent, so one dispatch runs every chunk of
-// the batch; pass 2 (gated_delta_chunk.comp) walks each sequence's chunks in order with its state.
-// Workgroup (x: chunk of the batch, y: value head): the chunks of sequences with q_len >= min_len,
-// in sequence order.
+// into scratch rows. Chunks are independent, so one dispatch runs a whole group of them; pass 2
+// (gated_delta_chunk.comp) walks each sequence's chunks in order with its state.
+// The chunks of the sequences with q_len >= min_len, numbered in sequence order, are the batch's
+// chunk slots; a dispatch runs slots [w0, w0 + groups) (workgroup x: slot - w0, y: value head),
+// slot w's token i in scratch row (w - w0)·C + i (the host bounds a group by the scratch it holds).
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint C = 64;  // chunk length, 1 .. 64 (one lane per chunk token)
 // VEC: q and k read as RGBA32F texels (Dk % 4 == 0, 16-byte aligned; offsets in texels).
@@ -21,14 +22,16 @@ layout(std430, set = 0, binding = 2) readonly buffer Vb { float v[]; };
 layout(std430, set = 0, binding = 3) readonly buffer Gb { float g[]; };
 layout(std430, set = 0, binding = 4) readonly buffer Bb { float beta[]; };
 layout(std430, set = 0, binding = 5) readonly buffer Seqs { int seqs[]; };
-layout(std430, set = 0, binding = 6) writeonly buffer GamOut { float gam_out[]; };  // [N, Hv]
-layout(std430, set = 0, binding = 7) writeonly buffer POut { float p_out[]; };      // [N, Hv, C], j <= i
-layout(std430, set = 0, binding = 8) writeonly buffer UOut { float u_out[]; };      // [N, Hv, Dv]
-layout(std430, set = 0, binding = 9) writeonly buffer WOut { float w_out[]; };      // [N, Hv, Dk]
+// Scratch, [rows, Hv, ...] with rows = groups·C:
+layout(std430, set = 0, binding = 6) writeonly buffer GamOut { float gam_out[]; };  // [rows, Hv]
+layout(std430, set = 0, binding = 7) writeonly buffer POut { float p_out[]; };      // [rows, Hv, C], j <= i
+layout(std430, set = 0, binding = 8) writeonly buffer UOut { float u_out[]; };      // [rows, Hv, Dv]
+layout(std430, set = 0, binding = 9) writeonly buffer WOut { float w_out[]; };      // [rows, Hv, Dk]
 layout(push_constant) uniform PC {
   uint S, Hk, Hv, Dk, Dv;
   uint q_off, k_off, v_off, g_off, b_off, seqs_off;
   uint min_len;  // sequences shorter than this run the recurrent kernel instead
+  uint w0;       // the group's first chunk slot
 } pc;
 
 shared float M[C * C];  // A, then T (row-major, C columns)
@@ -38,11 +41,18 @@ float qk_dot(uint ba, uint bb, bool q_first, out float kk) {
   // Returns (q_a·k_b) when q_first and sets kk = k_a·k_b: one pass over k_b serves both.
   float qk = 0.0;
   kk = 0.0;
-  if (VEC) {
+  if (VEC) {  // the scalar path's order, one dim at a time (the bits must not depend on alignment)
     for (uint d = 0u; d < pc.Dk / 4u; ++d) {
-      vec4 kb = texelFetch(Kt, int(pc.k_off + bb + d));
-      kk += dot(texelFetch(Kt, int(pc.k_off + ba + d)), kb);
-      if (q_first) qk += dot(texelFetch(Qt, int(pc.q_off + ba + d)), kb);
+      vec4 kb = texelFetch(Kt, int(pc.k_off + bb + d)), ka = texelFetch(Kt, int(pc.k_off + ba + d));
+      vec4 qa = q_first ? texelFetch(Qt, int(pc.q_off + ba + d)) : vec4(0.0);
+      kk += ka.x * kb.x;
+      qk += qa.x * kb.x;
+      kk += ka.y * kb.y;
+      qk += qa.y * kb.y;
+      kk += ka.z * kb.z;
+      qk += qa.z * kb.z;
+      kk += ka.w * kb.w;
+      qk += qa.w * kb.w;
     }
   } else {
     for (uint d = 0u; d < pc.Dk; ++d) {
@@ -57,7 +67,7 @@ float qk_dot(uint ba, uint bb, bool q_first, out float kk) {
 void main() {
   const uint tid = gl_LocalInvocationID.x, h = gl_WorkGroupID.y;
   // The chunk: the w-th of those of the sequences this pass runs (uniform in the workgroup).
-  uint w = gl_WorkGroupID.x, first = 0u, len = 0u, c = 0u;
+  uint w = pc.w0 + gl_WorkGroupID.x, first = 0u, len = 0u, c = 0u;
   bool found = false;
   for (uint s = 0u; s < pc.S; ++s) {
     int l = seqs[pc.seqs_off + s * 4u + 1u];
@@ -74,6 +84,7 @@ void main() {
   }
   if (!found) return;
   const uint n = min(C, len - c * C), t0 = first + c * C;  // tokens of the chunk: t0 .. t0 + n - 1
+  const uint r0 = gl_WorkGroupID.x * C;                     // their scratch rows: r0 .. r0 + n - 1
   const uint hk = h / (pc.Hv / pc.Hk);
   const uint kstride = VEC ? pc.Dk / 4u : pc.Dk;             // q/k row in texels
   if (tid < n) {
@@ -88,7 +99,7 @@ void main() {
   barrier();
   if (tid < n) {
     gs[tid] = gam;
-    gam_out[(t0 + tid) * pc.Hv + h] = gam;
+    gam_out[(r0 + tid) * pc.Hv + h] = gam;
   }
   barrier();
   // A (strictly lower) into M, P (lower with the diagonal) into scratch.
@@ -99,7 +110,7 @@ void main() {
     float qk = qk_dot((t0 + i) * pc.Hk * kstride + hk * kstride, (t0 + j) * pc.Hk * kstride + hk * kstride, true, kk);
     float d = exp(gs[i] - gs[j]);
     if (j < i) M[i * C + j] = bs[i] * kk * d;
-    p_out[((t0 + i) * pc.Hv + h) * C + j] = qk * d;
+    p_out[((r0 + i) * pc.Hv + h) * C + j] = qk * d;
   }
   barrier();
   // T = (I + A)^-1 by forward substitution, lane c holding column c: T_ic = -Σ_{c<=j<i} A_ij T_jc.
@@ -135,8 +146,8 @@ void main() {
     for (uint i = 0u; i < n; ++i) {
       float acc = 0.0;
       for (uint j = 0u; j <= i; ++j) acc += M[i * C + j] * x[j];
-      if (is_u) u_out[((t0 + i) * pc.Hv + h) * pc.Dv + cc] = acc;
-      else w_out[((t0 + i) * pc.Hv + h) * pc.Dk + cc] = acc;
+      if (is_u) u_out[((r0 + i) * pc.Hv + h) * pc.Dv + cc] = acc;
+      else w_out[((r0 + i) * pc.Hv + h) * pc.Dk + cc] = acc;
     }
   }
 }
