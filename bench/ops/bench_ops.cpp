@@ -346,14 +346,16 @@ void run_small_ops(backend::Device& dev, int chain, int reps) {
       g.nodes.push_back(node);
     }
     // CHUNKED runs the recurrent kernel where the device's policy says so (lavapipe;
-    // KILN_VULKAN_DELTA=chunked forces the chunked kernels).
+    // KILN_VULKAN_DELTA=chunked forces the chunked kernels) or the shapes do not fit: the label
+    // says what ran (the chunked form records two dispatches or more per node).
+    const Result r = time_per_node(dev, g, reps);
     auto* vd = dynamic_cast<vk::VulkanDevice*>(&dev);
-    const bool chunked = !vd || vd->policy().delta_chunked;
+    const bool chunked = !vd || vd->last_dispatches() >= 2 * g.nodes.size();
     print_small_op(mode == KILN_DELTA_AUTO        ? "GATED_DELTA (Qwen3.5 layer)"
                    : mode == KILN_DELTA_RECURRENT ? "GATED_DELTA recurrent"
                    : chunked                      ? "GATED_DELTA chunked"
                                                   : "GATED_DELTA chunked->rec.",
-                   "tokens " + std::to_string(N), time_per_node(dev, g, reps));
+                   "tokens " + std::to_string(N), r);
   }
   // The causal conv1d in front of it (8192 channels: q, k and v of those heads; kernel 4).
   for (int64_t N : {1, 256}) {

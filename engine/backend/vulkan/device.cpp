@@ -188,10 +188,7 @@ VulkanDevice::~VulkanDevice() {
   zombie_.reset();
   xfer_zombie_.reset();
   xfer_.reset();
-  if (mem_) {
-    mem_->release(flags_);
-    if (scratch_) mem_->release(scratch_);
-  }
+  if (mem_) mem_->release(flags_);
 }
 
 std::string VulkanDevice::profile_table() const {
@@ -300,16 +297,15 @@ const Allocation& VulkanDevice::temp_upload(const void* data, size_t bytes) {
 }
 
 const Allocation& VulkanDevice::temp_scratch(size_t bytes) {
-  // One scratch serves every node that asks, in this compute and the next ones (the recorder orders
-  // the uses within a graph by its hazard barriers; graphs run one at a time): a Qwen3.5 prefill's
-  // delta-rule layers share one, and the next prefill does not allocate again. A larger request
-  // replaces it; the smaller one may still be in this graph's dispatches, so it is freed with the
-  // graph's temporaries.
-  if (scratch_ && scratch_.size >= bytes) return scratch_;
-  Allocation bigger = mem_->allocate(std::max<size_t>(bytes, 16), MemoryKind::device);
-  if (scratch_) temps_.push_back(scratch_);
-  scratch_ = bigger;
-  return scratch_;
+  // One scratch serves every node of the graph that asks (the recorder orders their uses by its
+  // hazard barriers): a Qwen3.5 prefill's delta-rule layers share one. Freed after the graph, like
+  // the other temporaries: kept, it would hold up to 256 MiB that the model host's memory planning
+  // (KV cache, activation arena) does not know about. A larger request replaces it; the smaller
+  // one may still be in this graph's dispatches, so it stays in temps_ until the graph ends.
+  if (scratch_ && scratch_->size >= bytes) return *scratch_;
+  temps_.push_back(mem_->allocate(std::max<size_t>(bytes, 16), MemoryKind::device));
+  scratch_ = &temps_.back();
+  return *scratch_;
 }
 
 backend::Support VulkanDevice::supports_op(const backend::Node& node) const {
@@ -340,8 +336,12 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
   struct FreeTemps {
     VulkanDevice* d;
     ~FreeTemps() {
-      for (Allocation& a : d->temps_) d->mem_->release(a);
+      // After a timed-out submit (the device is then lost) the command buffer may still use them:
+      // leaked, as ~VulkanBuffer leaks its memory then.
+      if (!d->lost())
+        for (Allocation& a : d->temps_) d->mem_->release(a);
       d->temps_.clear();
+      d->scratch_ = nullptr;
     }
   } free_temps{this};
   try {

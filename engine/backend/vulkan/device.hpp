@@ -80,10 +80,9 @@ class VulkanDevice final : public backend::Device {
   void transfer(const Allocation& a, size_t offset, void* host, size_t bytes, bool to_device);
   /** Host-visible copy of small per-op constants (RoPE frequencies), freed after compute(). */
   const Allocation& temp_upload(const void* data, size_t bytes);
-  /** Device-local scratch of at least `bytes` for the kernels of a compute() (the chunked delta
-   *  rule's per-chunk terms): one allocation, shared by the graph's nodes and kept for later
-   *  computes (at most what the largest request asked: 256 MiB for the delta rule). Throws
-   *  HostError when the memory is not there. */
+  /** Device-local scratch of at least `bytes` for the kernels of one compute() (the chunked
+   *  delta rule's per-chunk terms): one allocation shared by the graph's nodes, freed after it.
+   *  Throws HostError when the memory is not there. */
   const Allocation& temp_scratch(size_t bytes);
 
  private:
@@ -95,7 +94,7 @@ class VulkanDevice final : public backend::Device {
   std::unique_ptr<Recorder> zombie_;       ///< a timed-out recorder, destroyed only after the device idles
   std::unique_ptr<Recorder> xfer_zombie_;  ///< the same for a timed-out staging transfer
   std::deque<Allocation> temps_;
-  Allocation scratch_;  ///< the kernels' scratch (temp_scratch), kept between computes
+  const Allocation* scratch_ = nullptr;  ///< the largest temp_scratch of this compute (in temps_)
   Allocation flags_;  ///< 16 bytes of error flags kernels raise (bad ids / slots)
   KernelPolicy policy_;
   backend::DeviceInfo info_;

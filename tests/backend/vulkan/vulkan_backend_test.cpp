@@ -443,12 +443,30 @@ TEST(Vulkan, GatedDeltaChunkedRunsAtQwen35HeadSizes) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_LT(nmse(got[i].f, ref[i].f), 1e-9) << got[i].what;
 }
 
+TEST(Vulkan, GatedDeltaChunkedLongPrefillAtTheRealLoopBudget) {
+  // The pass-2 round size comes from counted loop iterations; a count below what the shader runs
+  // would let llvmpipe cut the loops short (65535 a call) and the output would be wrong. At the
+  // real budget (60000), a key head of 126 (not a multiple of 4: the scalar path, whose loops the
+  // count models pass for pass) and chunks of 64, a 1900-token prefill (30 chunks; 19 a round with
+  // 8 lanes per column, ~59000 counted iterations) takes two rounds, and must match the CPU
+  // reference.
+  REQUIRE_VULKAN(dev);
+  if (!dev->policy().loop_budget) GTEST_SKIP() << "no loop budget on this device";
+  auto chunked = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}, {"KILN_VULKAN_DELTA_TB", "8"}});
+  Device& cpu = backend::Registry::instance().cpu();
+  const auto got = delta_layers(*chunked, {1900}, 1, 126, 16, 64, 51);
+  EXPECT_EQ(chunked->last_dispatches(), 3u) << "pass 1 and two rounds of pass 2";
+  const auto ref = delta_layers(cpu, {1900}, 1, 126, 16, 64, 51);
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_LT(nmse(got[i].f, ref[i].f), 1e-9) << got[i].what;
+}
+
 TEST(Vulkan, GatedDeltaChunkRoundsUnderALoopBudgetGiveTheBitsOfOneRound) {
   // llvmpipe ends a shader's loops after 65535 iterations, so a long prefill's chunks run in
   // rounds of dispatches carrying the state. With the budget lowered to 600 iterations (300 of them
   // reserved for the sequence scans) a 200-token call in chunks of 8 (25 chunk slots, and one spare;
-  // 70 counted iterations per chunk with Dk 16 and 8 lanes per column: 3 a round) takes pass 1 and
-  // 9 rounds of pass 2, and gives the bits of one round.
+  // 94 counted iterations per chunk with Dk 16 and 8 lanes per column: 2 a round) takes pass 1 and
+  // 13 rounds of pass 2, and gives the bits of one round.
   REQUIRE_VULKAN(dev);
   auto one = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}, {"KILN_VULKAN_DELTA_TB", "8"}});
   auto tight = device_with_env(
@@ -457,7 +475,7 @@ TEST(Vulkan, GatedDeltaChunkRoundsUnderALoopBudgetGiveTheBitsOfOneRound) {
   const auto whole = delta_call(*one, 0, 200, KILN_DELTA_CHUNKED, 8, s_one);
   EXPECT_EQ(one->last_dispatches(), 2u) << "pass 1 and one round of pass 2";
   const auto rounds = delta_call(*tight, 0, 200, KILN_DELTA_CHUNKED, 8, s_rounds);
-  EXPECT_EQ(tight->last_dispatches(), 10u) << "pass 1 and 9 rounds of pass 2";
+  EXPECT_EQ(tight->last_dispatches(), 14u) << "pass 1 and 13 rounds of pass 2";
   EXPECT_TRUE(bitwise_equal(rounds, whole));
   EXPECT_TRUE(bitwise_equal(s_rounds, s_one));
 }
@@ -473,10 +491,14 @@ TEST(Vulkan, GatedDeltaChunkGroupsAndSharedScratchGiveTheBitsOfOneGroup) {
   auto whole = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}});
   auto grouped = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}, {"KILN_VULKAN_DELTA_GROUP", "5"}});
   const std::vector<int> lens = {40, 1, 23};
+  // Every dispatch depends on the one before (pass 2 reads pass 1's scratch; the next pass 1
+  // overwrites what the last pass 2 read; the state carries between groups): one barrier each.
   const auto ref = delta_layers(*whole, lens, 2, 8, 8, 4, 41);
   EXPECT_EQ(whole->last_dispatches(), 2u * 2) << "per layer: pass 1 + pass 2";
+  EXPECT_EQ(whole->last_barriers(), whole->last_dispatches() - 1);
   const auto got = delta_layers(*grouped, lens, 2, 8, 8, 4, 41);
   EXPECT_EQ(grouped->last_dispatches(), 2u * (4 + 4)) << "per layer: 4 groups of pass 1 + pass 2";
+  EXPECT_EQ(grouped->last_barriers(), grouped->last_dispatches() - 1);
   ASSERT_EQ(got.size(), ref.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(bitwise_equal(got[i].f, ref[i].f)) << got[i].what;
 }

@@ -62,7 +62,7 @@ bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
       Hv * tiles > di.max_groups[0])
     return false;
   const bool vec = Dk % 4 == 0 && q.offset % 16 == 0 && k.offset % 16 == 0;
-  const int64_t kd = vec ? Dk / 4 : Dk;
+  const int64_t kd = Dk;  // the scalar path's passes (VEC takes fewer): the choice must not depend on alignment
   // Loop passes (llvmpipe counts every loop's back-edges and exits across the invocation). Both
   // passes scan the sequences before them; like attention, a batch may hold attention_max_seqs of
   // them (a fixed reserve, so the shape check does not depend on the batch). Pass 1: γ, the A/P
