@@ -333,52 +333,47 @@ void gated_delta(OpGraph& g, const std::vector<std::pair<int, int>>& l, int64_t 
                 p));
 }
 
+/** A gated_delta case: sequences `l`, heads and dims, in `mode` with chunks of `chunk`. */
+Case delta_case(std::string name, std::vector<std::pair<int, int>> l, int64_t hk, int64_t hv, int64_t dk, int64_t dv,
+                float qscale, float gate_lo, int mode, int chunk = 0) {
+  return {std::move(name), 5e-6, [=](OpGraph& g) {
+            gated_delta(g, l, hk, hv, dk, dv, qscale, gate_lo,
+                        params([&](auto& p) { p.mode = mode, p.chunk = chunk; }));
+          }};
+}
+
 std::vector<Case> cases_gated_delta() {
   std::vector<Case> c;
   std::vector<std::pair<int, int>> lens = {{1, 4}, {20, 23}, {70, 73}};
   if (heavy()) lens.emplace_back(300, 303);
   for (int mode : {KILN_DELTA_AUTO, KILN_DELTA_RECURRENT, KILN_DELTA_CHUNKED})
-    c.push_back({fmt::format("mode{} Hk2 Hv4 Dk16 Dv8 chunk16", mode), 5e-6, [mode, lens](OpGraph& g) {
-                   gated_delta(g, lens, 2, 4, 16, 8, 0.25f, -1.0f,
-                               params([mode](auto& p) { p.mode = mode, p.chunk = 16; }));
-                 }});
+    c.push_back(
+        delta_case(fmt::format("mode{} Hk2 Hv4 Dk16 Dv8 chunk16", mode), lens, 2, 4, 16, 8, 0.25f, -1.0f, mode, 16));
   // Qwen3.5's head size with a 300-token prefill next to a decode: an invocation of the Vulkan
   // recurrent kernel loops 2·Dk times per token, past llvmpipe's 65535 loop iterations per
   // invocation unless the tokens are split into rounds (KernelPolicy::loop_budget).
-  c.push_back({"recurrent Hk1 Hv2 Dk128 Dv16, prefill 300 + decode", 5e-6, [](OpGraph& g) {
-                 gated_delta(g, {{300, 300}, {1, 9}}, 1, 2, 128, 16, 0.088f, -0.2f,
-                             params([](auto& p) { p.mode = KILN_DELTA_RECURRENT; }));
-               }});
+  c.push_back(delta_case("recurrent Hk1 Hv2 Dk128 Dv16, prefill 300 + decode", {{300, 300}, {1, 9}}, 1, 2, 128, 16,
+                         0.088f, -0.2f, KILN_DELTA_RECURRENT));
   // The chunked form (Vulkan: gated_delta_prep.comp + gated_delta_chunk.comp on GPUs; ctest's
   // vulkan_delta_chunked_* force it on lavapipe) at Qwen3.5's key head size in default chunks of
   // 64: a 300-token prefill (5 chunks), a prefill one past a chunk boundary and a decode; Dv 20 is
   // not a multiple of the kernel's column tile. Then value heads of 128 (16 column tiles).
-  c.push_back({"chunked Hk1 Hv2 Dk128 Dv20, prefill 300 + 65 + decode", 5e-6, [](OpGraph& g) {
-                 gated_delta(g, {{300, 300}, {65, 70}, {1, 9}}, 1, 2, 128, 20, 0.088f, -0.2f,
-                             params([](auto& p) { p.mode = KILN_DELTA_CHUNKED; }));
-               }});
-  c.push_back({"chunked Hk1 Hv2 Dk64 Dv128, prefill 100 + decode", 5e-6, [](OpGraph& g) {
-                 gated_delta(g, {{100, 100}, {1, 4}}, 1, 2, 64, 128, 0.125f, -0.2f,
-                             params([](auto& p) { p.mode = KILN_DELTA_CHUNKED; }));
-               }});
+  c.push_back(delta_case("chunked Hk1 Hv2 Dk128 Dv20, prefill 300 + 65 + decode", {{300, 300}, {65, 70}, {1, 9}}, 1, 2,
+                         128, 20, 0.088f, -0.2f, KILN_DELTA_CHUNKED));
+  c.push_back(delta_case("chunked Hk1 Hv2 Dk64 Dv128, prefill 100 + decode", {{100, 100}, {1, 4}}, 1, 2, 64, 128,
+                         0.125f, -0.2f, KILN_DELTA_CHUNKED));
   // Scalar q/k reads (Dk 18), fewer value columns than the tile (Dv 5), odd chunks of 7; and a
   // chunk longer than the Vulkan kernels' 64 (run as 64 there: the rounding differs, not the sum).
   for (int chunk : {7, 100})
-    c.push_back({fmt::format("chunked Hk2 Hv2 Dk18 Dv5 chunk{}", chunk), 5e-6, [chunk](OpGraph& g) {
-                   gated_delta(g, {{7, 9}, {1, 3}, {150, 150}}, 2, 2, 18, 5, 0.2f, -0.5f,
-                               params([chunk](auto& p) { p.mode = KILN_DELTA_CHUNKED, p.chunk = chunk; }));
-                 }});
+    c.push_back(delta_case(fmt::format("chunked Hk2 Hv2 Dk18 Dv5 chunk{}", chunk), {{7, 9}, {1, 3}, {150, 150}}, 2, 2,
+                           18, 5, 0.2f, -0.5f, KILN_DELTA_CHUNKED, chunk));
   // A key dim that is not a multiple of 4: the Vulkan kernel's scalar q/k reads (not VEC), one
   // value column per invocation (Dv odd).
-  c.push_back({"recurrent Hk2 Hv2 Dk18 Dv5", 5e-6, [](OpGraph& g) {
-                 gated_delta(g, {{7, 9}, {1, 3}}, 2, 2, 18, 5, 0.2f, -0.5f,
-                             params([](auto& p) { p.mode = KILN_DELTA_RECURRENT; }));
-               }});
+  c.push_back(
+      delta_case("recurrent Hk2 Hv2 Dk18 Dv5", {{7, 9}, {1, 3}}, 2, 2, 18, 5, 0.2f, -0.5f, KILN_DELTA_RECURRENT));
   // Two value columns per invocation (Dv even, not a multiple of 4: the state read as scalars).
-  c.push_back({"recurrent Hk1 Hv3 Dk12 Dv6", 5e-6, [](OpGraph& g) {
-                 gated_delta(g, {{5, 5}, {1, 2}, {9, 12}}, 1, 3, 12, 6, 0.3f, -0.5f,
-                             params([](auto& p) { p.mode = KILN_DELTA_RECURRENT; }));
-               }});
+  c.push_back(delta_case("recurrent Hk1 Hv3 Dk12 Dv6", {{5, 5}, {1, 2}, {9, 12}}, 1, 3, 12, 6, 0.3f, -0.5f,
+                         KILN_DELTA_RECURRENT));
   return c;
 }
 

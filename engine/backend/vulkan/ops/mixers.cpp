@@ -34,6 +34,35 @@ int64_t tokens_per_round(const OpEnv& e, int64_t N, int64_t per_token, int64_t f
   return std::max<int64_t>((static_cast<int64_t>(budget) - fixed - 16) / per_token, 1);
 }
 
+/** A GATED_DELTA state [slots, Hv, Dk, Dv] in windows of whole slots that one storage binding
+ *  reaches (all of them when they fit; lavapipe: 128 MiB, 64 slots of a Qwen3.5 layer's 2 MiB):
+ *  one dispatch per window, each running only the sequences whose slot it holds. */
+struct StateWindows {
+  backend::TensorRef st;
+  int64_t slots, slot_bytes, win;
+  /** Slots [s0, s0 + win) as a tensor of their own. */
+  backend::TensorRef at(int64_t s0) const {
+    backend::TensorRef w = st;
+    w.offset = st.offset + static_cast<size_t>(s0 * slot_bytes);
+    w.desc = backend::TensorDesc(DType::f32, {std::min(win, slots - s0), st.desc.ne[1], st.desc.ne[2], st.desc.ne[3]});
+    return w;
+  }
+  uint32_t end(int64_t s0) const { return u32(std::min(s0 + win, slots)); }
+};
+
+StateWindows state_windows(const OpEnv& e, const backend::TensorRef& st) {
+  StateWindows w{st, st.desc.ne[0], st.desc.ne[1] * st.desc.ne[2] * st.desc.ne[3] * 4, st.desc.ne[0]};
+  if (w.slots <= 0) e.fail("the state has no slots");
+  const uint64_t reach = e.dev.policy().storage_reach;
+  if (st.offset % 256 + static_cast<uint64_t>(w.slots * w.slot_bytes) > reach) {
+    w.win = static_cast<int64_t>((reach - 256) / static_cast<uint64_t>(w.slot_bytes));
+    if (w.win < 1)
+      e.fail(
+          fmt::format("one state slot of {} bytes exceeds the storage-buffer reach ({} bytes)", w.slot_bytes, reach));
+  }
+  return w;
+}
+
 /** The chunked (WY) form of GATED_DELTA for the sequences with q_len >= min_len: pass 1
  *  (gated_delta_prep.comp) fills per-chunk scratch for a group of chunk slots, then pass 2
  *  (gated_delta_chunk.comp) walks each sequence's chunks of the group with its state, in rounds
@@ -48,7 +77,7 @@ bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
   const backend::TensorRef &q = n.src[0], &k = n.src[1], &v = n.src[2], &g = n.src[3], &beta = n.src[4], &st = n.src[5],
                            &seqs = n.src[6];
   const int64_t N = q.desc.ne[0], Hk = q.desc.ne[1], Dk = q.desc.ne[2], Hv = v.desc.ne[1], Dv = v.desc.ne[2];
-  const int64_t S = seqs.desc.ne[0], slots = st.desc.ne[0];
+  const int64_t S = seqs.desc.ne[0];
   const KernelPolicy& pol = e.dev.policy();
   const DeviceInfo& di = e.dev.context().info();
   // Chunks of at most 64 tokens (one lane each in pass 1); a longer chunk asked for runs as 64,
@@ -133,15 +162,7 @@ bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
   std::vector<Bind> binds(10, Bind::storage);
   for (int i = 0; i < 6; ++i) binds[static_cast<size_t>(i)] = Bind::texel;
   const Pipeline& p = e.pipeline("gated_delta_chunk", binds, {u32(C), u32(Dk), u32(TB), vec ? 1u : 0u});
-  // State windows of whole slots, as in the recurrent kernel.
-  const int64_t slot_bytes = Hv * Dk * Dv * 4;
-  int64_t win = slots;
-  if (st.offset % 256 + static_cast<uint64_t>(slots * slot_bytes) > pol.storage_reach) {
-    win = static_cast<int64_t>((pol.storage_reach - 256) / static_cast<uint64_t>(slot_bytes));
-    if (win < 1)
-      e.fail(fmt::format("one state slot of {} bytes exceeds the storage-buffer reach ({} bytes)", slot_bytes,
-                         pol.storage_reach));
-  }
+  const StateWindows sw = state_windows(e, st);
   for (int64_t w0 = 0; w0 < max_slots; w0 += G) {
     const int64_t w1 = std::min(max_slots, w0 + G);
     e.dispatch(prep_p,
@@ -151,17 +172,15 @@ bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
                 e.off(beta, 4), e.off(seqs, 4), min_len, u32(w0)},
                u32(w1 - w0), u32(Hv));
     for (int64_t lo = w0; lo < w1; lo += std::min(per_round, w1 - lo))
-      for (int64_t s0 = 0; s0 < slots; s0 += win) {
-        backend::TensorRef sw = st;
-        sw.offset = st.offset + static_cast<size_t>(s0 * slot_bytes);
-        sw.desc = backend::TensorDesc(DType::f32, {std::min(win, slots - s0), Hv, Dk, Dv});
+      for (int64_t s0 = 0; s0 < sw.slots; s0 += sw.win) {
+        const backend::TensorRef w = sw.at(s0);
         e.dispatch(p,
                    {e.tex(q, qkf), e.tex(k, qkf), scratch_arg(0, false, VK_FORMAT_R32_SFLOAT),
                     scratch_arg(1, false, VK_FORMAT_R32_SFLOAT), scratch_arg(2, false, VK_FORMAT_R32_SFLOAT),
-                    scratch_arg(3, false, qkf), e.ssbo(sw, true), e.ssbo(seqs), e.ssbo(n.dst, true), flags},
-                   {u32(S), u32(Hk), u32(Hv), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(sw, 4), e.off(seqs, 4),
+                    scratch_arg(3, false, qkf), e.ssbo(w, true), e.ssbo(seqs), e.ssbo(n.dst, true), flags},
+                   {u32(S), u32(Hk), u32(Hv), u32(Dv), e.off(q, qke), e.off(k, qke), e.off(w, 4), e.off(seqs, 4),
                     e.off(n.dst, 4), min_len, u32(w0), u32(lo), u32(lo + std::min(w1 - lo, per_round)), u32(s0),
-                    u32(std::min(s0 + win, slots)), u32(slots)},
+                    sw.end(s0), u32(sw.slots)},
                    u32(Hv * tiles), u32(S));
       }
   }
@@ -349,46 +368,18 @@ void record_recurrent(const OpEnv& e) {
   // prefill is one dispatch, not 9 that each reload the state. Were they left as loops, the
   // harness's 300-token prefill at Dk 128 would come out wrong. Dk > 256 loops 2·Dk + 2 per token.
   const int64_t per = dk_spec ? tokens_per_round(e, N, 2, 16) : tokens_per_round(e, N, 2 * Dk + 2, 2 * Dk);
-  // A state beyond one storage binding (lavapipe: 128 MiB, 64 slots of a Qwen3.5 layer's 2 MiB)
-  // runs in windows of whole slots, one dispatch each; a sequence runs in its slot's window only.
-  const int64_t slots = st.desc.ne[0], slot_bytes = Hv * Dk * Dv * 4;
-  if (slots <= 0) e.fail("the state has no slots");
-  const uint64_t reach = e.dev.policy().storage_reach;
-  int64_t win = slots;
-  if (st.offset % 256 + static_cast<uint64_t>(slots * slot_bytes) > reach) {
-    win = static_cast<int64_t>((reach - 256) / static_cast<uint64_t>(slot_bytes));
-    if (win < 1)
-      e.fail(fmt::format("one state slot of {} bytes exceeds the storage-buffer reach ({} bytes)", slot_bytes, reach));
-  }
+  const StateWindows sw = state_windows(e, st);
   const Arg stv_arg = stv ? e.tex(st, VK_FORMAT_R32G32B32A32_SFLOAT) : e.tex(g, VK_FORMAT_R32_SFLOAT);
   for (int64_t t0 = 0; t0 < std::max<int64_t>(N, 1); t0 += per)
-    for (int64_t s0 = 0; s0 < std::max<int64_t>(slots, 1); s0 += win) {
-      backend::TensorRef sw = st;
-      sw.offset = st.offset + static_cast<size_t>(s0 * slot_bytes);
-      sw.desc = backend::TensorDesc(DType::f32, {std::min(win, slots - s0), Hv, Dk, Dv});
+    for (int64_t s0 = 0; s0 < sw.slots; s0 += sw.win) {
+      const backend::TensorRef w = sw.at(s0);
       e.dispatch_items(p,
-                       {e.tex(q, qkf), e.tex(k, qkf), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(sw, true),
-                        e.ssbo(seqs), e.ssbo(n.dst, true), stv_arg, flags},
-                       {u32(S),
-                        u32(Hk),
-                        u32(Hv),
-                        u32(Dk),
-                        u32(Dv),
-                        e.off(q, qke),
-                        e.off(k, qke),
-                        e.off(v, 4),
-                        e.off(g, 4),
-                        e.off(beta, 4),
-                        e.off(sw, 4),
-                        e.off(seqs, 4),
-                        e.off(n.dst, 4),
-                        u32(t0),
-                        u32(per),
-                        u32(s0),
-                        u32(std::min(s0 + win, slots)),
-                        stv ? e.off(st, 4) : 0u,
-                        u32(slots),
-                        chunk_min},
+                       {e.tex(q, qkf), e.tex(k, qkf), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(w, true), e.ssbo(seqs),
+                        e.ssbo(n.dst, true), stv_arg, flags},
+                       {u32(S),          u32(Hk),     u32(Hv),     u32(Dk),        u32(Dv),     e.off(q, qke),
+                        e.off(k, qke),   e.off(v, 4), e.off(g, 4), e.off(beta, 4), e.off(w, 4), e.off(seqs, 4),
+                        e.off(n.dst, 4), u32(t0),     u32(per),    u32(s0),        sw.end(s0),  stv ? e.off(st, 4) : 0u,
+                        u32(sw.slots),   chunk_min},
                        static_cast<uint64_t>(S * Hv * Dv / cols));
     }
 }
