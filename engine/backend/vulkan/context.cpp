@@ -228,13 +228,21 @@ void Context::create_instance(bool validation) {
 uint32_t Context::count_devices() { return static_cast<uint32_t>(list_devices().size()); }
 
 std::vector<std::string> Context::list_devices() {
+  // One instance for the whole process, never destroyed. Destroying an instance makes the loader
+  // dlclose every driver it probed, so whatever a driver leaked while probing (Mesa's drivers leak
+  // a little on hosts without their hardware) would be reported from an unmapped "<unknown
+  // module>" that no LeakSanitizer suppression can name. Kept open, the drivers stay mapped and
+  // device.cpp's suppressions match them by name.
+  static const VkInstance inst = [] {
+    VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+    app.apiVersion = VK_API_VERSION_1_2;
+    VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    ci.pApplicationInfo = &app;
+    VkInstance i = VK_NULL_HANDLE;
+    return vkCreateInstance(&ci, nullptr, &i) == VK_SUCCESS ? i : VK_NULL_HANDLE;
+  }();
   std::vector<std::string> out;
-  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
-  app.apiVersion = VK_API_VERSION_1_2;
-  VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
-  ci.pApplicationInfo = &app;
-  VkInstance inst = VK_NULL_HANDLE;
-  if (vkCreateInstance(&ci, nullptr, &inst) != VK_SUCCESS) return out;
+  if (!inst) return out;
   try {
     auto devs = enumerate(inst);
     for (size_t i = 0; i < devs.size(); ++i) {
@@ -246,7 +254,6 @@ std::vector<std::string> Context::list_devices() {
     }
   } catch (...) {
   }
-  vkDestroyInstance(inst, nullptr);
   return out;
 }
 
