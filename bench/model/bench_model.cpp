@@ -9,8 +9,15 @@
 // per step, as continuous batching does): decode t/s is then S / the median step, and the ratio
 // is against the one-sequence roofline (one weight pass per step serves S tokens).
 //
+// --model PATH runs a real checkpoint instead (e.g. configs/models/stories260K.gguf, which is
+// dispatch-bound: its rate measures the per-step overhead of host and device, not bandwidth).
+// A second table splits the median decode step into the host's work (graph build, memory plan,
+// binding, input upload, logits download) and the device's compute (recording, submission and the
+// device's own time).
+//
 //   bench_model [--device cpu|vulkan|auto] [--dtype f16,bf16,q8_0] [--layers 28] [--prompt 64]
 //               [--decode 16] [--seqs 1] [--dir /tmp] [--keep] [--roofline auto|triad|copy]
+//               [--model PATH]
 // --keep leaves the model files in --dir (kiln-bench-qwen3-<dtype>.gguf), for kiln generate / logits.
 #include <fmt/format.h>
 #include <tbb/blocked_range.h>
@@ -110,6 +117,65 @@ std::string arg(int argc, char** argv, const char* name, const char* def) {
   return def;
 }
 
+/** One model's prefill and decode: the rates and the median decode step's parts. */
+struct Measured {
+  double prefill_tps = 0, decode_tps = 0;
+  model::StepTimings step;  ///< medians over the timed decode steps, part by part
+  double step_s = 0;        ///< the median decode step's wall time
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+Measured measure(model::ModelHost& host, int prompt, int decode, int seqs) {
+  const auto V = static_cast<int32_t>(host.hparams().n_vocab);
+  std::vector<int32_t> ids(static_cast<size_t>(prompt));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919) % static_cast<size_t>(V));
+  model::StepResult r;
+  Measured m;
+  for (int s = 0; s < seqs; ++s) {  // the prefill rate is the first sequence's
+    host.add_sequence(static_cast<uint64_t>(s));
+    auto t0 = Clock::now();
+    host.step({{static_cast<uint64_t>(s), ids, true, false}}, &r);
+    if (s == 0) m.prefill_tps = prompt / seconds_since(t0);
+  }
+  auto decode_step = [&](int32_t token) {
+    std::vector<cache::SeqStep> batch;
+    for (int s = 0; s < seqs; ++s) batch.push_back({static_cast<uint64_t>(s), {(token + s) % V}, true, false});
+    host.step(batch, &r);
+  };
+  for (int i = 0; i < 2; ++i) decode_step(i + 5);  // warm-up
+  // Per-step wall time and parts; medians are robust to a noisy shared VM.
+  std::vector<double> steps, build, plan, bind, upload, compute, download;
+  for (int i = 0; i < decode; ++i) {
+    auto t0 = Clock::now();
+    decode_step(i + 11);
+    steps.push_back(seconds_since(t0));
+    build.push_back(r.timings.build), plan.push_back(r.timings.plan), bind.push_back(r.timings.bind);
+    upload.push_back(r.timings.upload), compute.push_back(r.timings.compute), download.push_back(r.timings.download);
+  }
+  m.step_s = median(steps);
+  m.decode_tps = seqs / m.step_s;
+  m.step = {median(build), median(plan), median(bind), median(upload), median(compute), median(download)};
+  for (int s = 0; s < seqs; ++s) host.release(static_cast<uint64_t>(s));
+  return m;
+}
+
+void print_step_parts(const std::vector<std::pair<std::string, Measured>>& rows) {
+  std::printf("\nmedian decode step, microseconds: host parts, then the device's compute (record + submit + wait)\n");
+  std::printf("%-34s %9s %9s %9s %9s %9s %9s %10s %9s\n", "row", "step", "build", "plan", "bind", "upload", "download",
+              "compute", "host %");
+  for (const auto& [label, m] : rows) {
+    const model::StepTimings& t = m.step;
+    const double host = t.build + t.plan + t.bind + t.upload + t.download;
+    std::printf("%-34.34s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %8.1f%%\n", label.c_str(), m.step_s * 1e6,
+                t.build * 1e6, t.plan * 1e6, t.bind * 1e6, t.upload * 1e6, t.download * 1e6, t.compute * 1e6,
+                m.step_s > 0 ? 100 * host / m.step_s : 0.0);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,6 +203,30 @@ int main(int argc, char** argv) {
   PluginRegistry registry;
   register_builtin_plugins(registry);
   if (!registry.find_model_type("qwen3")) registry.register_static(&kiln_plugin_descriptor_llama, "<static llama>");
+  auto options = [&] {
+    model::HostOptions o;
+    o.device = device;
+    o.kv_dtype = KILN_DTYPE_F16;
+    o.max_seqs = static_cast<uint32_t>(seqs);
+    o.max_context = static_cast<uint32_t>(prompt + decode + 10);
+    o.cache.memory_bytes = std::max<uint64_t>(512ull << 20, (64ull << 20) * static_cast<uint64_t>(seqs));
+    o.max_batch_tokens = static_cast<uint32_t>(prompt);
+    o.progress = false;
+    return o;
+  };
+  std::vector<std::pair<std::string, Measured>> parts;
+
+  if (const std::string path = arg(argc, argv, "--model", ""); !path.empty()) {
+    auto host = model::ModelHost::open(path, registry, options());
+    const Measured m = measure(*host, prompt, decode, seqs);
+    std::printf("model %s (%s) on %s; prompt %d, decode %d, sequences %d\n\n", path.c_str(),
+                host->hparams().architecture, host->device().info().name.c_str(), prompt, decode, seqs);
+    std::printf("%-28s %12s %12s\n", "device", "decode t/s", "prefill t/s");
+    std::printf("%-28.28s %12.1f %12.1f\n", host->device().info().name.c_str(), m.decode_tps, m.prefill_tps);
+    parts.emplace_back(host->device().info().name, m);
+    print_step_parts(parts);
+    return 0;
+  }
 
   double bw = bench::triad_gbs();
   std::printf(
@@ -154,38 +244,8 @@ int main(int argc, char** argv) {
     const uint64_t per_token = write_model(path, shape, t);
     bw = std::max(bw, bench::triad_gbs(256, 3));
     {
-      model::HostOptions o;
-      o.device = device;
-      o.kv_dtype = KILN_DTYPE_F16;
-      o.max_seqs = static_cast<uint32_t>(seqs);
-      o.max_context = static_cast<uint32_t>(prompt + decode + 10);
-      o.cache.memory_bytes = std::max<uint64_t>(512ull << 20, (64ull << 20) * static_cast<uint64_t>(seqs));
-      o.max_batch_tokens = static_cast<uint32_t>(prompt);
-      auto host = model::ModelHost::open(path, registry, o);
-      std::vector<int32_t> ids(static_cast<size_t>(prompt));
-      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919) % 150000);
-      model::StepResult r;
-      double prefill_s = 0;
-      for (int s = 0; s < seqs; ++s) {  // the prefill rate is the first sequence's
-        host->add_sequence(static_cast<uint64_t>(s));
-        auto t0 = Clock::now();
-        host->step({{static_cast<uint64_t>(s), ids, true, false}}, &r);
-        if (s == 0) prefill_s = seconds_since(t0);
-      }
-      auto decode_step = [&](int32_t token) {
-        std::vector<cache::SeqStep> batch;
-        for (int s = 0; s < seqs; ++s) batch.push_back({static_cast<uint64_t>(s), {token + s}, true, false});
-        host->step(batch, &r);
-      };
-      for (int i = 0; i < 2; ++i) decode_step(i + 5);  // warm-up
-      std::vector<double> steps;                       // per-step wall time; the median is robust to a noisy shared VM
-      for (int i = 0; i < decode; ++i) {
-        auto t0 = Clock::now();
-        decode_step(i + 11);
-        steps.push_back(seconds_since(t0));
-      }
-      std::sort(steps.begin(), steps.end());
-      const double decode_tps = seqs / steps[steps.size() / 2];
+      auto host = model::ModelHost::open(path, registry, options());
+      const Measured m = measure(*host, prompt, decode, seqs);
       double limit = bw;
       std::string limit_name = "triad";
       if (roofline == "copy" || (roofline == "auto" && bench::is_gpu(host->device()))) {
@@ -194,21 +254,22 @@ int main(int argc, char** argv) {
         limit_name = "copy";
       }
       const double roof = limit * 1e9 / static_cast<double>(per_token);
-      const double prefill_tps = prompt / prefill_s;
       const double params =
           static_cast<double>(shape.layers) *
               (2.0 * shape.H * shape.Dh * shape.D + 2.0 * shape.KV * shape.Dh * shape.D + 3.0 * shape.F * shape.D) +
           2.0 * shape.V * shape.D;
       std::printf("%-6s %-28.28s %10.0f %10.3f %12.2f %-12s %12.2f %8.2f %12.2f %8.2f\n", name.c_str(),
-                  host->device().info().name.c_str(), params / 1e6, static_cast<double>(per_token) / 1e9, decode_tps,
-                  fmt::format("{} {:.0f}", limit_name, limit).c_str(), roof, decode_tps / roof, prefill_tps,
-                  prefill_tps / (roof * prompt));
+                  host->device().info().name.c_str(), params / 1e6, static_cast<double>(per_token) / 1e9, m.decode_tps,
+                  fmt::format("{} {:.0f}", limit_name, limit).c_str(), roof, m.decode_tps / roof, m.prefill_tps,
+                  m.prefill_tps / (roof * prompt));
       std::fflush(stdout);
+      parts.emplace_back(name + " " + host->device().info().name, m);
     }
     if (!keep) std::filesystem::remove(path);
   }
   std::printf(
       "\nratio = measured ÷ bandwidth roofline (prefill: ÷ prompt × roofline, i.e. one weight pass per step;\n"
       "prefill is compute-bound, so its ratio says how far from bandwidth-bound it is, not a target).\n");
+  print_step_parts(parts);
   return 0;
 }

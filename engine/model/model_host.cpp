@@ -420,6 +420,13 @@ HostTensor download(const TensorRef& r) {
 }  // namespace
 
 cache::Status ModelHost::step(const std::vector<cache::SeqStep>& steps, StepResult* out) {
+  StepTimings tm;
+  auto t = std::chrono::steady_clock::now();
+  auto lap = [&](double& into) {
+    const auto now = std::chrono::steady_clock::now();
+    into += std::chrono::duration<double>(now - t).count();
+    t = now;
+  };
   cache::RaggedBatch b;
   if (cache::Status st = cache::plan_batch(*cache_, steps, &b); st != cache::Status::ok) return st;
   if (b.n_tokens == 0 || b.logits_rows.empty())
@@ -439,6 +446,7 @@ cache::Status ModelHost::step(const std::vector<cache::SeqStep>& steps, StepResu
     throw_error("[model] {} build_graph: {}", hp_.architecture ? hp_.architecture : "model",
                 builder.last_error().empty() ? kiln_error_text(err, "build_graph") : builder.last_error());
   graph::Graph& graph = builder.graph();
+  lap(tm.build);
   const auto outputs = graph.outputs();
   if (outputs.empty()) throw_error("[model] the plugin's graph marks no output");
   const uint32_t logits_id = outputs.front();
@@ -452,10 +460,14 @@ cache::Status ModelHost::step(const std::vector<cache::SeqStep>& steps, StepResu
   const graph::Plan plan = graph::plan_memory(graph);
   if (!arena_ || arena_->size() < plan.arena_bytes)
     arena_ = device_->allocate(std::max<size_t>(plan.arena_bytes, 4096), backend::BufferUsage::activations);
+  lap(tm.plan);
   bindings.upload(inputs_);
+  lap(tm.upload);
   const graph::ExternalResolver ext = [&](uint32_t, const graph::Tensor& t) { return bindings.resolve(t); };
   const backend::BoundGraph bound = graph::bind(graph, plan, *arena_, ext);
+  lap(tm.bind);
   device_->compute(bound);
+  lap(tm.compute);
 
   StepResult r;
   HostTensor logits = download(graph::locate(graph, plan, *arena_, ext, logits_id));
@@ -468,6 +480,8 @@ cache::Status ModelHost::step(const std::vector<cache::SeqStep>& steps, StepResu
     for (uint32_t s = 0; s < b.n_seqs; ++s)
       if (row >= b.seqs[s * 4] && row < b.seqs[s * 4] + b.seqs[s * 4 + 1]) r.row_seq.push_back(b.seq_ids[s]);
   for (const auto& [name, id] : dumps) r.dumps[name] = download(graph::locate(graph, plan, *arena_, ext, id));
+  lap(tm.download);
+  r.timings = tm;
   *out = std::move(r);
   return cache::Status::ok;
 }

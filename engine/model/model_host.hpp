@@ -53,7 +53,18 @@ struct HostTensor {
   std::vector<float> data;
 };
 
+/** Where one step's wall time went, in seconds (host work, then the device's). */
+struct StepTimings {
+  double build = 0;     ///< the plugin's build_graph
+  double plan = 0;      ///< memory planning
+  double bind = 0;      ///< placing tensors in buffers
+  double upload = 0;    ///< the batch inputs
+  double compute = 0;   ///< Device::compute: recording, submitting, waiting for the device
+  double download = 0;  ///< logits and dumps
+};
+
 struct StepResult {
+  StepTimings timings;
   std::vector<float> logits;  ///< [rows, n_vocab], rows in batch.logits_rows order
   uint32_t rows = 0;
   std::vector<uint64_t> row_seq;  ///< the sequence of each logits row
