@@ -29,8 +29,8 @@ double device_copy_gbs(backend::Device& dev, int mib, int reps) {
   s.params.axis = 0;
   s.params.begin = 0;
   s.params.end = n;
-  s.src[0] = {a.get(), 0, backend::TensorDesc(backend::DType::f32, {n})};
-  s.dst = {b.get(), 0, backend::TensorDesc(backend::DType::f32, {n})};
+  s.src[0] = {a.get(), 0, backend::TensorDesc(DType::f32, {n})};
+  s.dst = {b.get(), 0, backend::TensorDesc(DType::f32, {n})};
   for (int i = 0; i < 8; ++i) g.nodes.push_back(s);
   dev.compute(g);
   double best = 1e30;

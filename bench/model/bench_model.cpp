@@ -67,7 +67,7 @@ std::vector<float> random_values(size_t n, uint64_t seed, float scale) {
 }
 
 /** Writes the model; returns the bytes of weights read per decoded token (matrices incl. lm_head). */
-uint64_t write_model(const std::string& path, const Shape& s, model::DType t) {
+uint64_t write_model(const std::string& path, const Shape& s, DType t) {
   model::GgufWriter w;
   w.add_string("general.architecture", "qwen3");
   w.add_u32("qwen3.block_count", static_cast<uint32_t>(s.layers));
@@ -88,7 +88,7 @@ uint64_t write_model(const std::string& path, const Shape& s, model::DType t) {
   };
   auto vec = [&](const std::string& name, int64_t n) {
     std::vector<float> ones(static_cast<size_t>(n), 1.0f);
-    w.add_tensor({name, model::DType::f32, {n}, model::encode_f32(ones, model::DType::f32)});
+    w.add_tensor({name, DType::f32, {n}, model::encode_f32(ones, DType::f32)});
   };
   mat("token_embd.weight", s.V, s.D, false);  // one row gathered per token
   mat("output.weight", s.V, s.D);
@@ -237,9 +237,9 @@ int main(int argc, char** argv) {
               "decode t/s", "limit GB/s", "roofline t/s", "ratio", "prefill t/s", "ratio");
   double copy_bw = 0;  // the device's copy bandwidth, measured once (first row that needs it)
   for (const auto& name : dtypes) {
-    const model::DType t = name == "q8_0"   ? model::DType::q8_0
-                           : name == "bf16" ? model::DType::bf16
-                                            : model::DType::f16;
+    const DType t = name == "q8_0"   ? DType::q8_0
+                           : name == "bf16" ? DType::bf16
+                                            : DType::f16;
     const std::string path = dir + "/kiln-bench-qwen3-" + name + ".gguf";
     const uint64_t per_token = write_model(path, shape, t);
     bw = std::max(bw, bench::triad_gbs(256, 3));

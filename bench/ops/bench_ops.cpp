@@ -24,7 +24,6 @@
 #include "machine_limits.hpp"
 
 using namespace kiln;
-using backend::DType;
 
 namespace {
 
@@ -37,7 +36,7 @@ double now() {
 std::vector<uint8_t> random_weights(DType t, int64_t M, int64_t K, uint32_t seed, bool subnormal = false) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> byte(0, 255);
-  size_t bytes = static_cast<size_t>(M) * backend::row_bytes(t, K);
+  size_t bytes = static_cast<size_t>(M) * row_bytes(t, K);
   std::vector<uint8_t> w(bytes);
   for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
   // Keep floats finite and scales sane: overwrite exponents / block scales with small values.
@@ -429,12 +428,12 @@ int main(int argc, char** argv) {
                 "of limit", "target");
     const std::string shape = std::to_string(M) + "x" + std::to_string(K);
     for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0}) {
-      if (!only.empty() && only != backend::dtype_name(t)) continue;
+      if (!only.empty() && only != dtype_name(t)) continue;
       Result r = run_matmul_batch(*dev, t, rows, M, K, 32, quick ? 5 : reps);
-      double bytes = static_cast<double>(M) * static_cast<double>(backend::row_bytes(t, K)) + rows * (K + M) * 4.0;
+      double bytes = static_cast<double>(M) * static_cast<double>(row_bytes(t, K)) + rows * (K + M) * 4.0;
       double gbs = bytes / (r.best_ms / 1e3) / 1e9, gf = 2.0 * rows * M * K / (r.best_ms / 1e3) / 1e9;
       std::printf("%-26s %-6s %7.1f/%-7.1f %10.1f %10.1f %6.0f GB/s %8.1f%% %8s\n",
-                  ("GEMV " + std::to_string(rows) + "x" + shape).c_str(), backend::dtype_name(t), r.best_ms * 1e3,
+                  ("GEMV " + std::to_string(rows) + "x" + shape).c_str(), dtype_name(t), r.best_ms * 1e3,
                   r.ms * 1e3, gbs, gf, copy, 100 * gbs / copy, gbs / copy >= 0.8 ? "ok>=80%" : "<80%");
       std::fflush(stdout);
     }
@@ -453,14 +452,14 @@ int main(int argc, char** argv) {
   std::printf("%-26s %-6s %15s %10s %10s %10s %9s %8s\n", "op", "dtype", "best/median ms", "GB/s", "GFLOP/s", "limit",
               "of limit", "target");
   for (DType t : types) {
-    if (!gemv || (!only.empty() && only != backend::dtype_name(t))) continue;
+    if (!gemv || (!only.empty() && only != dtype_name(t))) continue;
     triad = std::max(triad, bench::triad_gbs(triad_mib, 3));
     Result r = run_matmul(*dev, t, rows, M, K, 4, quick ? 5 : reps);
-    double bytes = static_cast<double>(M) * static_cast<double>(backend::row_bytes(t, K)) + rows * (K + M) * 4.0;
+    double bytes = static_cast<double>(M) * static_cast<double>(row_bytes(t, K)) + rows * (K + M) * 4.0;
     double gbs = bytes / (r.best_ms / 1e3) / 1e9, gf = 2.0 * rows * M * K / (r.best_ms / 1e3) / 1e9;
     double ratio = gbs / triad;
     std::printf("%-26s %-6s %7.2f/%-7.2f %10.2f %10.2f %6.1f GB/s %8.1f%% %8s\n",
-                ("GEMV " + std::to_string(rows) + "x" + shape).c_str(), backend::dtype_name(t), r.best_ms, r.ms, gbs,
+                ("GEMV " + std::to_string(rows) + "x" + shape).c_str(), dtype_name(t), r.best_ms, r.ms, gbs,
                 gf, triad, 100 * ratio, ratio >= 0.45 ? "ok>=45%" : "<45%");
     std::fflush(stdout);
     // f16 again with trained-checkpoint-like subnormal weights (f16sub), and uploaded raw
@@ -478,18 +477,18 @@ int main(int argc, char** argv) {
   if (gemm) {
     const int64_t R = quick ? 128 : 512;
     for (DType t : types) {
-      if (!only.empty() && only != backend::dtype_name(t)) continue;
+      if (!only.empty() && only != dtype_name(t)) continue;
       fma = std::max(fma, bench::fma_peak_gflops(2));
       Result r = run_matmul(*dev, t, R, M, K, 1, quick ? 1 : 3);
       double gf = 2.0 * static_cast<double>(R) * M * K / (r.best_ms / 1e3) / 1e9;
       double ratio = gf / fma;
       std::string name = "GEMM " + std::to_string(R) + "x" + shape;
       if (gpu)  // no GPU FMA reference: the CPU's peak would be no limit for it
-        std::printf("%-26s %-6s %7.2f/%-7.2f %10s %10.1f %s\n", name.c_str(), backend::dtype_name(t), r.best_ms, r.ms,
+        std::printf("%-26s %-6s %7.2f/%-7.2f %10s %10.1f %s\n", name.c_str(), dtype_name(t), r.best_ms, r.ms,
                     "-", gf, "(GPU: no FMA reference measured)");
       else
         std::printf("%-26s %-6s %7.0f/%-7.0f %10s %10.2f %5.0f GFLOP %8.1f%% %8s\n", name.c_str(),
-                    backend::dtype_name(t), r.best_ms, r.ms, "-", gf, fma, 100 * ratio,
+                    dtype_name(t), r.best_ms, r.ms, "-", gf, fma, 100 * ratio,
                     ratio >= 0.08 ? "ok>=8%" : "<8%");
       std::fflush(stdout);
     }

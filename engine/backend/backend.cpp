@@ -3,7 +3,7 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "core/log.hpp"
-#include "graph/ops.hpp"
+#include "backend/ops.hpp"
 
 #include <fmt/format.h>
 
@@ -30,7 +30,7 @@ std::string format_bytes(uint64_t b) {
 }
 
 std::string describe(const Node& node) {
-  std::string s = graph::op_name(node.op);
+  std::string s = op_name(node.op);
   if (!node.name.empty()) s += " '" + node.name + "'";
   s += "(";
   for (uint32_t i = 0; i < node.n_src; ++i) s += (i ? ", " : "") + node.src[i].desc.str();

@@ -3,7 +3,7 @@
 
 #include "core/error.hpp"
 #include "graph/infer.hpp"
-#include "graph/ops.hpp"
+#include "backend/ops.hpp"
 
 #include <fmt/format.h>
 

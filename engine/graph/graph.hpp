@@ -15,7 +15,6 @@
 
 namespace kiln::graph {
 
-using backend::DType;
 using backend::TensorDesc;
 
 enum class TensorKind {

@@ -2,14 +2,13 @@
 #include "graph/infer.hpp"
 
 #include "core/error.hpp"
-#include "graph/ops.hpp"
+#include "backend/ops.hpp"
 
 #include <fmt/format.h>
 
 namespace kiln::graph {
 namespace {
 
-using backend::DType;
 using backend::TensorDesc;
 
 struct Check {
@@ -103,11 +102,11 @@ TensorDesc infer(uint32_t op, const kiln_op_params& p, std::span<const TensorDes
         out.ne[static_cast<size_t>(infer_at)] = s[0].numel() / known;
       }
       c.require(out.numel() == s[0].numel(), fmt::format("cannot reshape {} elements into {}", s[0].numel(), out.str()));
-      c.require(!backend::is_quantized(out.dtype) || out.last() == s[0].last(), "quantized rows cannot be re-split");
+      c.require(!is_quantized(out.dtype) || out.last() == s[0].last(), "quantized rows cannot be re-split");
       return out;
     }
     case KILN_OP_SLICE: {
-      c.require(!backend::is_quantized(s[0].dtype), "cannot slice quantized tensors");
+      c.require(!is_quantized(s[0].dtype), "cannot slice quantized tensors");
       const int a = axis_of(c, p.axis, s[0].ndim);
       const int64_t dim = s[0].ne[static_cast<size_t>(a)];
       const int64_t end = p.end ? p.end : dim;
@@ -117,7 +116,7 @@ TensorDesc infer(uint32_t op, const kiln_op_params& p, std::span<const TensorDes
       return out;
     }
     case KILN_OP_CONCAT: {
-      c.require(s[0].dtype == s[1].dtype && !backend::is_quantized(s[0].dtype) && s[0].ndim == s[1].ndim,
+      c.require(s[0].dtype == s[1].dtype && !is_quantized(s[0].dtype) && s[0].ndim == s[1].ndim,
                 "sources need the same plain dtype and rank");
       const int a = axis_of(c, p.axis, s[0].ndim);
       TensorDesc out = s[0];

@@ -2,7 +2,7 @@
 #include "graph/lower.hpp"
 
 #include "core/error.hpp"
-#include "graph/ops.hpp"
+#include "backend/ops.hpp"
 
 namespace kiln::graph {
 

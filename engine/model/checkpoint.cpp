@@ -295,7 +295,7 @@ std::vector<std::vector<const TensorInfo*>> check_weights(const Checkpoint& ckpt
       for (size_t k = 0; shape_ok && k < want.size(); ++k) shape_ok = want[k] < 0 || want[k] == t->shape[k];
       const bool dtype_ok = d.dtype == KILN_DTYPE_ANY ||
                             (d.convert ? is_float_storage(t->dtype)
-                                       : static_cast<uint32_t>(to_kiln_dtype(t->dtype)) == d.dtype);
+                                       : static_cast<uint32_t>(to_kiln(t->dtype)) == d.dtype);
       if (!shape_ok || !dtype_ok)
         errors.push_back(fmt::format("tensor '{}': expected {} {}, found {} {} in {}", name, shape_str(want),
                                      kiln_dtype_name(d.dtype), shape_str(t->shape), dtype_name(t->dtype), t->file));

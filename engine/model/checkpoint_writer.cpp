@@ -1,10 +1,10 @@
 #include "model/checkpoint_writer.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
+#include "core/convert.hpp"
 #include "core/error.hpp"
 
 namespace kiln::model {
@@ -22,62 +22,65 @@ void put_str(std::vector<uint8_t>& out, const std::string& s) {
 
 uint32_t ggml_type(DType t) {
   switch (t) {
-    case DType::f32: return 0;
-    case DType::f16: return 1;
-    case DType::q4_0: return 2;
-    case DType::q8_0: return 8;
-    case DType::i8: return 24;
-    case DType::i16: return 25;
-    case DType::i32: return 26;
-    case DType::i64: return 27;
-    case DType::f64: return 28;
-    case DType::bf16: return 30;
-    default: throw_error("[gguf] cannot write {} tensors", dtype_name(t));
+    case DType::f32:
+      return 0;
+    case DType::f16:
+      return 1;
+    case DType::q4_0:
+      return 2;
+    case DType::q8_0:
+      return 8;
+    case DType::i8:
+      return 24;
+    case DType::i16:
+      return 25;
+    case DType::i32:
+      return 26;
+    case DType::i64:
+      return 27;
+    case DType::f64:
+      return 28;
+    case DType::bf16:
+      return 30;
+    default:
+      throw_error("[gguf] cannot write {} tensors", dtype_name(t));
   }
 }
 
 const char* st_dtype(DType t) {
   switch (t) {
-    case DType::f32: return "F32";
-    case DType::f16: return "F16";
-    case DType::bf16: return "BF16";
-    case DType::f64: return "F64";
-    case DType::i64: return "I64";
-    case DType::i32: return "I32";
-    case DType::i16: return "I16";
-    case DType::i8: return "I8";
-    case DType::u8: return "U8";
-    case DType::boolean: return "BOOL";
-    default: throw_error("[safetensors] cannot write {} tensors", dtype_name(t));
+    case DType::f32:
+      return "F32";
+    case DType::f16:
+      return "F16";
+    case DType::bf16:
+      return "BF16";
+    case DType::f64:
+      return "F64";
+    case DType::i64:
+      return "I64";
+    case DType::i32:
+      return "I32";
+    case DType::i16:
+      return "I16";
+    case DType::i8:
+      return "I8";
+    case DType::u8:
+      return "U8";
+    case DType::boolean:
+      return "BOOL";
+    default:
+      throw_error("[safetensors] cannot write {} tensors", dtype_name(t));
   }
 }
 
 }  // namespace
 
 std::vector<uint8_t> encode_f32(const std::vector<float>& v, DType dtype) {
-  std::vector<uint8_t> out;
   const auto n = static_cast<int64_t>(v.size());
-  switch (dtype) {
-    case DType::f32:
-      out.resize(v.size() * 4);
-      std::memcpy(out.data(), v.data(), out.size());
-      break;
-    case DType::f16:
-      for (float f : v) put<uint16_t>(out, f32_to_f16(f));
-      break;
-    case DType::bf16:
-      for (float f : v) put<uint16_t>(out, f32_to_bf16(f));
-      break;
-    case DType::q8_0:
-      out.resize(*dtype_bytes(dtype, n));
-      quantize_q8_0(v.data(), n, out.data());
-      break;
-    case DType::q4_0:
-      out.resize(*dtype_bytes(dtype, n));
-      quantize_q4_0(v.data(), n, out.data());
-      break;
-    default: throw_error("[model] cannot encode F32 values as {}", dtype_name(dtype));
-  }
+  std::vector<uint8_t> out(dtype_bytes(dtype, n).value_or(0));
+  if (!from_f32(dtype, v.data(), n, out.data()))
+    throw_error("[model] cannot encode f32 values as {}", dtype_name(dtype));
   return out;
 }
 
@@ -159,7 +162,9 @@ void GgufWriter::add_i32s(const std::string& k, const std::vector<int32_t>& v) {
   for (int32_t x : v) put<int32_t>(kv_, x);
   ++n_kv_;
 }
-void GgufWriter::add_tensor(WriterTensor t) { tensors_.push_back(std::move(t)); }
+void GgufWriter::add_tensor(WriterTensor t) {
+  tensors_.push_back(std::move(t));
+}
 
 std::vector<uint8_t> GgufWriter::header() const {
   std::vector<uint8_t> out = {'G', 'G', 'U', 'F'};

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/dtype.hpp"
+#include "core/dtype.hpp"
 
 namespace kiln::model {
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "cache/layout.hpp"
+#include "core/convert.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "graph/allocator.hpp"
@@ -34,49 +35,12 @@ struct ModelHost::CacheTensors {
 
 namespace {
 
-TensorDesc make_desc(backend::DType t, const std::vector<int64_t>& shape) {
+TensorDesc make_desc(DType t, const std::vector<int64_t>& shape) {
   TensorDesc d;
   d.dtype = t;
   d.ndim = static_cast<uint32_t>(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) d.ne[i] = shape[i];
   return d;
-}
-
-bool backend_weight_dtype(DType t, backend::DType* out) {
-  switch (t) {
-    case DType::f32:
-      *out = backend::DType::f32;
-      return true;
-    case DType::f16:
-      *out = backend::DType::f16;
-      return true;
-    case DType::bf16:
-      *out = backend::DType::bf16;
-      return true;
-    case DType::q8_0:
-      *out = backend::DType::q8_0;
-      return true;
-    case DType::q4_0:
-      *out = backend::DType::q4_0;
-      return true;
-    default:
-      return false;
-  }
-}
-
-DType model_dtype(backend::DType t) {
-  switch (t) {
-    case backend::DType::f16:
-      return DType::f16;
-    case backend::DType::bf16:
-      return DType::bf16;
-    case backend::DType::q8_0:
-      return DType::q8_0;
-    case backend::DType::q4_0:
-      return DType::q4_0;
-    default:
-      return DType::f32;
-  }
 }
 
 std::string kiln_error_text(const kiln_error& e, const char* what) {
@@ -173,21 +137,21 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
     const auto& pieces = resolved[i];
     if (pieces.empty()) continue;
     const TensorInfo& first = *pieces[0];
-    backend::DType stored = backend::DType::f32;
-    const bool native = backend_weight_dtype(first.dtype, &stored);
-    backend::DType target = stored;
+    const bool native = backend::is_weight_dtype(first.dtype);
+    const DType stored = native ? first.dtype : DType::f32;
+    DType target = stored;
     if (d.convert && d.dtype != KILN_DTYPE_ANY)
-      target = backend::dtype_from_kiln(d.dtype);
+      target = dtype_from_kiln(d.dtype);
     else if (!native)
-      target = backend::DType::f32;  // F64 and the like: widen/narrow to f32
+      target = DType::f32;  // F64 and the like: widen/narrow to f32
     std::vector<int64_t> shape = first.shape;
     if (d.stack) shape.insert(shape.begin(), static_cast<int64_t>(pieces.size()));
     Plan& p = plans[i];
     p.w = std::make_unique<Weight>();
     p.w->desc = make_desc(target, shape);
-    if (backend::is_quantized(target) && (shape.back() % backend::kQuantBlock) != 0)
-      throw_error("[model] tensor '{}' is {} with rows of {} values, not a multiple of 32", d.name,
-                  backend::dtype_name(target), shape.back());
+    if (is_quantized(target) && (shape.back() % kQuantBlock) != 0)
+      throw_error("[model] tensor '{}' is {} with rows of {} values, not a multiple of 32", d.name, dtype_name(target),
+                  shape.back());
     const size_t bytes = p.w->desc.bytes();
     p.same = native && target == stored;
     if (p.same && pieces.size() == 1) {
@@ -223,7 +187,7 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
           off += t->nbytes;
         } else {
           std::vector<float> f = tensor_to_f32(*t);
-          std::vector<uint8_t> enc = encode_f32(f, model_dtype(p.w->desc.dtype));
+          std::vector<uint8_t> enc = encode_f32(f, p.w->desc.dtype);
           p.w->buffer->upload_weights(off, enc.data(), enc.size(), p.w->desc.dtype);
           off += enc.size();
         }
@@ -257,7 +221,7 @@ void ModelHost::make_cache(const HostOptions& o) {
   co.budget_bytes = cache::budget_from_config(o.cache, mem.total, mem.free);
   cache::CacheLayout layout = cache::plan_layout(specs, co);
   const uint32_t bt = layout.block_tokens;
-  const backend::DType kv = backend::dtype_from_kiln(layout.kv_dtype);
+  const DType kv = dtype_from_kiln(layout.kv_dtype);
   layer_cache_.resize(specs.size());
   for (size_t g = 0; g < layout.groups.size(); ++g)
     for (uint32_t l : layout.groups[g].layers) {
@@ -279,7 +243,7 @@ void ModelHost::make_cache(const HostOptions& o) {
     for (size_t k = 0; k < specs[l].state_shapes.size(); ++k) {
       std::vector<int64_t> shape = specs[l].state_shapes[k];
       shape.insert(shape.begin(), std::max<int64_t>(layout.n_state_slots, 1));
-      c->state[k] = make_desc(backend::DType::f32, shape);
+      c->state[k] = make_desc(DType::f32, shape);
       c->sbuf[k] = device_->allocate(c->state[k].bytes(), backend::BufferUsage::state);
       zero_buffer(*c->sbuf[k]);
       stats_.cache_bytes += c->state[k].bytes();
@@ -297,16 +261,14 @@ class ModelHost::StepBindings : public graph::Bindings {
  public:
   StepBindings(ModelHost& host, const cache::RaggedBatch& b) : host_(host) {
     const auto N = static_cast<int64_t>(b.n_tokens), S = static_cast<int64_t>(b.n_seqs);
-    add("tokens", make_desc(backend::DType::i32, {N}), b.tokens.data());
-    add("positions", make_desc(backend::DType::i32, {N}), b.positions.data());
-    add("seqs", make_desc(backend::DType::i32, {S, 4}), b.seqs.data());
-    add("logits_rows", make_desc(backend::DType::i32, {static_cast<int64_t>(b.logits_rows.size())}),
-        b.logits_rows.data());
+    add("tokens", make_desc(DType::i32, {N}), b.tokens.data());
+    add("positions", make_desc(DType::i32, {N}), b.positions.data());
+    add("seqs", make_desc(DType::i32, {S, 4}), b.seqs.data());
+    add("logits_rows", make_desc(DType::i32, {static_cast<int64_t>(b.logits_rows.size())}), b.logits_rows.data());
     for (size_t g = 0; g < b.groups.size(); ++g) {
-      add("block_table." + std::to_string(g),
-          make_desc(backend::DType::i32, {S, static_cast<int64_t>(b.groups[g].max_blocks)}),
+      add("block_table." + std::to_string(g), make_desc(DType::i32, {S, static_cast<int64_t>(b.groups[g].max_blocks)}),
           b.groups[g].block_table.data());
-      add("slots." + std::to_string(g), make_desc(backend::DType::i32, {N}), b.groups[g].slots.data());
+      add("slots." + std::to_string(g), make_desc(DType::i32, {N}), b.groups[g].slots.data());
     }
   }
 
@@ -403,16 +365,16 @@ HostTensor download(const TensorRef& r) {
   h.shape.assign(r.desc.ne.begin(), r.desc.ne.begin() + r.desc.ndim);
   const auto n = static_cast<size_t>(r.desc.numel());
   h.data.resize(n);
-  if (r.desc.dtype == backend::DType::i32) {
+  if (r.desc.dtype == DType::i32) {
     std::vector<int32_t> ids(n);
     r.buffer->download(r.offset, ids.data(), n * 4);
     for (size_t i = 0; i < n; ++i) h.data[i] = static_cast<float>(ids[i]);
-  } else if (r.desc.dtype == backend::DType::f32) {
+  } else if (r.desc.dtype == DType::f32) {
     r.buffer->download(r.offset, h.data.data(), n * 4);
   } else {
     std::vector<uint8_t> raw(r.desc.bytes());
     r.buffer->download(r.offset, raw.data(), raw.size());
-    to_f32(model_dtype(r.desc.dtype), raw.data(), static_cast<int64_t>(n), h.data.data());
+    to_f32(r.desc.dtype, raw.data(), static_cast<int64_t>(n), h.data.data());
   }
   return h;
 }

@@ -1,5 +1,6 @@
 #include "model/tensor_info.hpp"
 
+#include "core/convert.hpp"
 #include "core/error.hpp"
 
 namespace kiln::model {

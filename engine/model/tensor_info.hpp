@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/dtype.hpp"
+#include "core/dtype.hpp"
 
 namespace kiln::model {
 

@@ -51,7 +51,7 @@ TEST_P(BatchInvariance, Matmul) {
   const int64_t N = 11, K = 160, M = 37;
   const auto x = random(static_cast<size_t>(N * K), 1);
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0}) {
-    SCOPED_TRACE(backend::dtype_name(t));
+    SCOPED_TRACE(dtype_name(t));
     check_rows(*GetParam(), N, M, [&](Device& d, const std::vector<int64_t>& rows) {
       OpGraph g(5);  // same seed: same weights in every run
       const uint32_t w = g.weight(t, {M, K});

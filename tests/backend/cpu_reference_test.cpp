@@ -41,7 +41,7 @@ TEST(CpuReference, HalfConversionRoundTripsEveryValue) {
 
 TEST(CpuReference, QuantizedMatmulEqualsDequantizedF32Matmul) {
   for (DType t : {DType::q8_0, DType::q4_0, DType::f16, DType::bf16}) {
-    SCOPED_TRACE(backend::dtype_name(t));
+    SCOPED_TRACE(dtype_name(t));
     OpGraph g(7);
     const int64_t N = 5, K = 96, M = 37;
     const uint32_t x = g.f32({N, K});

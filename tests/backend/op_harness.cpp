@@ -96,7 +96,7 @@ uint32_t OpGraph::weight(DType t, std::initializer_list<int64_t> shape, float sd
 
 uint32_t OpGraph::weight_values(DType t, std::initializer_list<int64_t> shape, const std::vector<float>& values) {
   const TensorDesc d = desc_of(t, shape);
-  if (static_cast<int64_t>(values.size()) != d.numel() || backend::is_quantized(t))
+  if (static_cast<int64_t>(values.size()) != d.numel() || is_quantized(t))
     throw std::invalid_argument("weight_values: wrong count, or a quantized dtype");
   std::vector<std::byte> bytes(d.bytes());
   backend::cpu::row_from_f32(t, values.data(), d.numel(), bytes.data());

@@ -24,7 +24,6 @@ inline void PrintTo(Device* d, std::ostream* os) {
 namespace kiln::test {
 
 using backend::Device;
-using backend::DType;
 using backend::TensorDesc;
 
 struct Output {

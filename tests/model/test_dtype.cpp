@@ -4,8 +4,10 @@
 #include <random>
 
 #include "model/checkpoint_writer.hpp"
-#include "model/dtype.hpp"
+#include "core/convert.hpp"
+#include "core/half.hpp"
 
+using namespace kiln;
 using namespace kiln::model;
 
 TEST(DType, F16RoundTripsExactlyRepresentableValues) {

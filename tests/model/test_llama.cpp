@@ -91,7 +91,7 @@ struct Golden {
       if (t.name == name) {
         *shape = t.shape;
         std::vector<float> v(static_cast<size_t>(t.numel()));
-        if (t.dtype == model::DType::i64) {
+        if (t.dtype == DType::i64) {
           for (size_t i = 0; i < v.size(); ++i) {
             int64_t x;
             std::memcpy(&x, t.data + 8 * i, 8);
@@ -197,7 +197,7 @@ std::unique_ptr<model::ModelHost> tiny_host(const TempDir& dir, model::HostOptio
 
 TEST_P(OnDevice, IncrementalDecodeAndChunkedPrefillEqualFullForward) {
   TempDir dir;
-  write_tiny_qwen3(dir.str(), model::DType::f32);
+  write_tiny_qwen3(dir.str(), DType::f32);
   auto host = tiny_host(dir, options());
   const auto ids = prompt_ids(21, 3);
   const auto full = forward_all(*host, 1, ids);
@@ -210,7 +210,7 @@ TEST_P(OnDevice, IncrementalDecodeAndChunkedPrefillEqualFullForward) {
 
 TEST_P(OnDevice, RaggedBatchRowsAreBitwiseIdenticalToRunningAlone) {
   TempDir dir;
-  write_tiny_qwen3(dir.str(), model::DType::f16);
+  write_tiny_qwen3(dir.str(), DType::f16);
   auto host = tiny_host(dir, options());
   // Three sequences with different lengths; step 1 prefills all, step 2 mixes two decodes with a
   // second prefill chunk. Alone, each sequence runs the same two steps by itself.
@@ -246,7 +246,7 @@ TEST_P(OnDevice, RaggedBatchRowsAreBitwiseIdenticalToRunningAlone) {
 
 TEST_P(OnDevice, SlidingWindowSameWhetherOldBlocksAreFreedOrKept) {
   TempDir dir;
-  write_tiny_qwen3(dir.str(), model::DType::f32, /*sliding_window=*/5);
+  write_tiny_qwen3(dir.str(), DType::f32, /*sliding_window=*/5);
   model::HostOptions o = options();
   o.cache.block_tokens = 2;
   auto freeing = tiny_host(dir, o);
@@ -267,14 +267,14 @@ TEST_P(OnDevice, SlidingWindowSameWhetherOldBlocksAreFreedOrKept) {
   EXPECT_LE(freeing->cache().blocks_held(5, 0), 4u);
   // And the window matters: a full-attention model with the same weights differs.
   TempDir full_dir;
-  write_tiny_qwen3(full_dir.str(), model::DType::f32, 0);
+  write_tiny_qwen3(full_dir.str(), DType::f32, 0);
   auto full = tiny_host(full_dir, options());
   EXPECT_GT(max_abs_diff(forward_all(*full, 1, ids), forward_all(*keeping, 2, ids)), 1e-4);
 }
 
 TEST(LlamaConsistency, OutOfCacheIsAStatusNotACrash) {
   TempDir dir;
-  write_tiny_qwen3(dir.str(), model::DType::f32);
+  write_tiny_qwen3(dir.str(), DType::f32);
   model::HostOptions o = cpu_options();
   o.max_context = 32;
   o.max_seqs = 1;
@@ -294,7 +294,7 @@ TEST(LlamaConsistency, OutOfCacheIsAStatusNotACrash) {
 TEST(VulkanVsCpu, LogitsAgreeWithinTolerance) {
   if (!backend::Registry::instance().find("vulkan")) GTEST_SKIP() << "no vulkan device registered";
   TempDir dir;
-  for (model::DType t : {model::DType::f32, model::DType::f16, model::DType::bf16}) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     write_tiny_qwen3(dir.str(), t);
     model::HostOptions o = cpu_options();
     auto cpu = tiny_host(dir, o);
@@ -309,7 +309,7 @@ TEST(VulkanVsCpu, LogitsAgreeWithinTolerance) {
       num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
       den += double(a[i]) * a[i];
     }
-    EXPECT_LT(num / den, 1e-8) << model::dtype_name(t);  // NMSE, as the op harness measures
+    EXPECT_LT(num / den, 1e-8) << dtype_name(t);  // NMSE, as the op harness measures
   }
 }
 
@@ -370,25 +370,25 @@ Split convert_tiny_moe(const model::Checkpoint& ck) {
         gate.insert(gate.end(), ge.begin(), ge.end());
         up.insert(up.end(), ue.begin(), ue.end());
         const std::string p = "model.layers." + layer + ".mlp.experts." + std::to_string(e) + ".";
-        s.hf_per_expert.push_back({p + "gate_proj.weight", model::DType::f32, {I2 / 2, D}, model::encode_f32(ge, model::DType::f32)});
-        s.hf_per_expert.push_back({p + "up_proj.weight", model::DType::f32, {I2 / 2, D}, model::encode_f32(ue, model::DType::f32)});
+        s.hf_per_expert.push_back({p + "gate_proj.weight", DType::f32, {I2 / 2, D}, model::encode_f32(ge, DType::f32)});
+        s.hf_per_expert.push_back({p + "up_proj.weight", DType::f32, {I2 / 2, D}, model::encode_f32(ue, DType::f32)});
       }
-      g.add_tensor({"blk." + layer + ".ffn_gate_exps.weight", model::DType::f32, {E, I2 / 2, D}, model::encode_f32(gate, model::DType::f32)});
-      g.add_tensor({"blk." + layer + ".ffn_up_exps.weight", model::DType::f32, {E, I2 / 2, D}, model::encode_f32(up, model::DType::f32)});
+      g.add_tensor({"blk." + layer + ".ffn_gate_exps.weight", DType::f32, {E, I2 / 2, D}, model::encode_f32(gate, DType::f32)});
+      g.add_tensor({"blk." + layer + ".ffn_up_exps.weight", DType::f32, {E, I2 / 2, D}, model::encode_f32(up, DType::f32)});
       continue;
     }
     if (rest == "mlp.experts.down_proj") {
       const int64_t E = t.shape[0], D = t.shape[1], I = t.shape[2];
       for (int64_t e = 0; e < E; ++e)
         s.hf_per_expert.push_back({"model.layers." + layer + ".mlp.experts." + std::to_string(e) + ".down_proj.weight",
-                                   model::DType::f32, {D, I}, model::encode_f32(rows_of(v, I, e * D, (e + 1) * D), model::DType::f32)});
+                                   DType::f32, {D, I}, model::encode_f32(rows_of(v, I, e * D, (e + 1) * D), DType::f32)});
     } else {
       s.hf_per_expert.push_back({t.name, t.dtype, t.shape, std::vector<uint8_t>(
                                                                reinterpret_cast<const uint8_t*>(t.data),
                                                                reinterpret_cast<const uint8_t*>(t.data) + t.nbytes)});
     }
     for (const auto& [hf, gg] : names)
-      if (rest == hf) g.add_tensor({layer.empty() ? gg : "blk." + layer + "." + gg, model::DType::f32, t.shape, model::encode_f32(v, model::DType::f32)});
+      if (rest == hf) g.add_tensor({layer.empty() ? gg : "blk." + layer + "." + gg, DType::f32, t.shape, model::encode_f32(v, DType::f32)});
   }
   return s;
 }
@@ -415,7 +415,7 @@ TEST(TinyQwen3MoeLayouts, PerExpertHfAndGgufReproduceTheGolden) {
 
 TEST(LlamaFamily, Qwen2BiasesAreLoadedAndUsed) {
   TempDir dir;
-  write_tiny_qwen3(dir.str(), model::DType::bf16, 0, 4, 2, 96, "qwen2");
+  write_tiny_qwen3(dir.str(), DType::bf16, 0, 4, 2, 96, "qwen2");
   auto host = tiny_host(dir);
   EXPECT_STREQ(host->hparams().architecture, "qwen2");
   const auto ids = prompt_ids(9, 4);

@@ -12,6 +12,7 @@
 #include "model/gguf.hpp"
 #include "model/safetensors.hpp"
 
+using namespace kiln;
 using namespace kiln::model;
 using kiln::test::fixture;
 using kiln::test::TempDir;
@@ -159,8 +160,8 @@ TEST(CheckWeights, MismatchesNameTensorShapesDtypesAndFile) {
                       {"missing.weight", KILN_DTYPE_ANY, {2, 2}, false}});
   });
   EXPECT_NE(e.find("3 problems"), std::string::npos) << e;
-  EXPECT_NE(e.find("tensor 'a': expected [4, 9] any, found [4, 8] F32 in"), std::string::npos) << e;
-  EXPECT_NE(e.find("tensor 'b': expected [8] F16, found [8] BF16"), std::string::npos) << e;
+  EXPECT_NE(e.find("tensor 'a': expected [4, 9] any, found [4, 8] f32 in"), std::string::npos) << e;
+  EXPECT_NE(e.find("tensor 'b': expected [8] f16, found [8] bf16"), std::string::npos) << e;
   EXPECT_NE(e.find("tensor 'missing.weight' (expected [2, 2] any) is missing"), std::string::npos) << e;
   EXPECT_NE(e.find("model.safetensors"), std::string::npos) << e;
 }
@@ -212,7 +213,7 @@ TEST(Gguf, WrittenFileReadsBackWithQuantizedTensorsAndVocab) {
   EXPECT_NE(c.config_json().find("\"tokenizer.ggml.tokens.count\":4"), std::string::npos) << c.config_json();
   EXPECT_EQ(c.config_json().find("\"tokenizer.ggml.tokens\":"), std::string::npos);
   EXPECT_EQ(c.generation().stop_tokens, (std::vector<int64_t>{3}));
-  EXPECT_EQ(c.find("t.Q8_0")->dtype, DType::q8_0);
+  EXPECT_EQ(c.find("t.q8_0")->dtype, DType::q8_0);
 }
 
 TEST(Gguf, EveryTruncationAndCorruptionIsAnError) {

@@ -1,7 +1,5 @@
-// f16 / bf16 conversions, weight-row dequantization (GGUF Q8_0 / Q4_0) and seqs validation.
+// Row conversions for the kernels (core/convert.hpp) and seqs validation.
 #include "backend/cpu/common.hpp"
-
-#include "graph/ops.hpp"
 
 #include <fmt/format.h>
 
@@ -9,75 +7,17 @@
 #include <cmath>
 #include <set>
 
+#include "backend/ops.hpp"
+#include "core/convert.hpp"
+
 namespace kiln::backend::cpu {
 
 void row_to_f32(DType t, const std::byte* src, int64_t n, float* dst) {
-  switch (t) {
-    case DType::f32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
-    case DType::f16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = f16_to_f32(h);
-      }
-      return;
-    case DType::bf16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = bf16_to_f32(h);
-      }
-      return;
-    case DType::q8_0:
-      for (int64_t b = 0; b < n / kQuantBlock; ++b) {
-        const std::byte* blk = src + b * 34;
-        uint16_t dh;
-        std::memcpy(&dh, blk, 2);
-        const float d = f16_to_f32(dh);
-        const auto* q = reinterpret_cast<const int8_t*>(blk + 2);
-        for (int j = 0; j < 32; ++j) dst[b * 32 + j] = static_cast<float>(q[j]) * d;
-      }
-      return;
-    case DType::q4_0:
-      for (int64_t b = 0; b < n / kQuantBlock; ++b) {
-        const std::byte* blk = src + b * 18;
-        uint16_t dh;
-        std::memcpy(&dh, blk, 2);
-        const float d = f16_to_f32(dh);
-        const auto* q = reinterpret_cast<const uint8_t*>(blk + 2);
-        for (int j = 0; j < 16; ++j) {
-          dst[b * 32 + j] = static_cast<float>((q[j] & 0x0f) - 8) * d;
-          dst[b * 32 + j + 16] = static_cast<float>((q[j] >> 4) - 8) * d;
-        }
-      }
-      return;
-    case DType::i32:
-      for (int64_t i = 0; i < n; ++i) {
-        int32_t v;
-        std::memcpy(&v, src + 4 * i, 4);
-        dst[i] = static_cast<float>(v);
-      }
-      return;
-  }
+  if (!to_f32(t, src, n, dst)) throw_error("[backend cpu] cannot read {} values as f32", dtype_name(t));
 }
 
 void row_from_f32(DType t, const float* src, int64_t n, std::byte* dst) {
-  switch (t) {
-    case DType::f32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
-    case DType::f16:
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t h = f32_to_f16(src[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-      return;
-    case DType::bf16:
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t h = f32_to_bf16(src[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-      return;
-    default: throw_error("[backend cpu] cannot store f32 values as {}", dtype_name(t));
-  }
+  if (!from_f32(t, src, n, dst)) throw_error("[backend cpu] cannot store f32 values as {}", dtype_name(t));
 }
 
 void fail(const Node& node, const std::string& what) {
@@ -88,7 +28,7 @@ void fail(const Node& node, const std::string& what) {
 }
 
 std::vector<Seq> read_seqs(const Node& node, const TensorRef& seqs, int64_t n_tokens, int64_t n_slots) {
-  if (seqs.desc.dtype != DType::i32 || seqs.desc.ndim != 2 || seqs.desc.ne[1] != graph::kSeqColumns)
+  if (seqs.desc.dtype != DType::i32 || seqs.desc.ndim != 2 || seqs.desc.ne[1] != kSeqColumns)
     fail(node, "seqs must be i32 [S, 4], got " + seqs.desc.str());
   const int32_t* p = i32_of(seqs);
   std::vector<Seq> out(static_cast<size_t>(seqs.desc.ne[0]));
@@ -99,7 +39,8 @@ std::vector<Seq> read_seqs(const Node& node, const TensorRef& seqs, int64_t n_to
       fail(node, fmt::format("seqs row {} = {{q_start {}, q_len {}, kv_len {}}} does not fit {} tokens", s, q.q_start,
                              q.q_len, q.kv_len, n_tokens));
     if (n_slots >= 0) {
-      if (q.slot < 0 || q.slot >= n_slots) fail(node, fmt::format("seqs row {}: state slot {} outside [0, {})", s, q.slot, n_slots));
+      if (q.slot < 0 || q.slot >= n_slots)
+        fail(node, fmt::format("seqs row {}: state slot {} outside [0, {})", s, q.slot, n_slots));
       if (!slots.insert(q.slot).second) fail(node, fmt::format("seqs row {}: state slot {} used twice", s, q.slot));
     }
     out[s] = q;

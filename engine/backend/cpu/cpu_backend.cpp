@@ -3,7 +3,7 @@
 
 #include "backend/cpu/common.hpp"
 #include "backend/cpu/kernels.hpp"
-#include "graph/ops.hpp"
+#include "backend/ops.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -78,8 +78,8 @@ class CpuDevice final : public Device {
     return std::make_unique<CpuBuffer>(*this, ptr, bytes, false);
   }
   Support supports_op(const Node& n) const override {
-    if (!graph::op_traits(n.op).name) return Support::no(fmt::format("unknown op {}", static_cast<unsigned>(n.op)));
-    if (graph::op_is_view(n.op)) return Support::no("RESHAPE is lowered to an alias and never executed");
+    if (!op_traits(n.op).name) return Support::no(fmt::format("unknown op {}", static_cast<unsigned>(n.op)));
+    if (op_is_view(n.op)) return Support::no("RESHAPE is lowered to an alias and never executed");
     for (uint32_t i = 0; i < n.n_src; ++i) {
       const DType t = n.src[i].desc.dtype;
       const bool weight_operand = (n.op == KILN_OP_GET_ROWS && i == 0) || (n.op == KILN_OP_MATMUL && i == 1) ||

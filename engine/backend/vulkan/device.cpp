@@ -9,7 +9,7 @@
 
 #include "backend/vulkan/ops/ops.hpp"
 #include "core/log.hpp"
-#include "graph/ops.hpp"
+#include "backend/ops.hpp"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -102,8 +102,8 @@ void VulkanBuffer::upload(size_t offset, const void* src, size_t bytes) {
   dev_.transfer(alloc_, offset, const_cast<void*>(src), bytes, true);
 }
 
-void VulkanBuffer::upload_weights(size_t offset, const void* src, size_t bytes, backend::DType dtype) {
-  if (dtype != backend::DType::f16 || offset % 2 || bytes % 2 || (alloc_.mapped && alloc_.imported)) {
+void VulkanBuffer::upload_weights(size_t offset, const void* src, size_t bytes, DType dtype) {
+  if (dtype != DType::f16 || offset % 2 || bytes % 2 || (alloc_.mapped && alloc_.imported)) {
     upload(offset, src, bytes);
     return;
   }
@@ -320,7 +320,7 @@ backend::Support VulkanDevice::supports_op(const backend::Node& node) const {
 void VulkanDevice::compute(const backend::BoundGraph& graph) {
   backend::check_supported(*this, graph);
   for (const backend::Node& n : graph.nodes) {
-    const int ws = graph::op_traits(n.op).writes_src;  // state updated in place (conv1d, delta rule)
+    const int ws = op_traits(n.op).writes_src;  // state updated in place (conv1d, delta rule)
     for (uint32_t i = 0; i <= n.n_src; ++i) {
       const backend::TensorRef& t = i < n.n_src ? n.src[i] : n.dst;
       if (!t.buffer) continue;

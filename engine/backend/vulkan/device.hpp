@@ -30,7 +30,7 @@ class VulkanBuffer final : public backend::Buffer {
   void upload(size_t offset, const void* src, size_t bytes) override;
   void download(size_t offset, void* dst, size_t bytes) const override;
   /** f16: stored with subnormals flushed; the range is then "clean" unless it holds inf/NaN. */
-  void upload_weights(size_t offset, const void* src, size_t bytes, backend::DType dtype) override;
+  void upload_weights(size_t offset, const void* src, size_t bytes, DType dtype) override;
   void* host_ptr() override { return alloc_.mapped; }
   const Allocation& allocation() const { return alloc_; }
   /** Whether [offset, offset + bytes) holds f16 weights with neither subnormals nor inf/NaN (set by

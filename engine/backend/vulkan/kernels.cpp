@@ -70,7 +70,7 @@ uint32_t attention_max_groups(const KernelPolicy& p) {
   return p.attention_split_keys ? 64 : 8 * p.row_local_size;
 }
 
-MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] int64_t M, int64_t K,
+MatmulPlan KernelPolicy::matmul(DType w, int64_t R, [[maybe_unused]] int64_t M, int64_t K,
                                 bool operands_aligned, bool moe) const {
   MatmulPlan m;
   m.local_size = subgroup;
@@ -93,7 +93,7 @@ MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] in
     // registers): best of two alternating runs, TN 12 / 16, 4096x1024 0.64-0.72 / 0.60-0.63 ms,
     // 6144x1024 0.97-0.98 / 0.88-0.96, 1024x2048 0.39-0.41 / 0.34-0.36, 151936x1024 19.3-19.5
     // both; before that change TN 16 spilled (16384x1024: 3.66 vs 2.60 ms).
-    m.tn = moe ? 4 : w == backend::DType::f32 ? 8 : 16;
+    m.tn = moe ? 4 : w == DType::f32 ? 8 : 16;
     // GPUs: 8-row tiles. H100 GEMV 4096x4096 (32 per graph), TN 1 / 2 / 4 / 8 / 16 µs: f16 40.7 /
     // 28.8 / 26.1 / 24.8 / 25.2, q8_0 106.7 / 60.1 / 36.1 / 28.3 / 31.8. The tile does not change a
     // row's arithmetic (lane order is fixed by K and the subgroup size), so rows stay invariant.
@@ -129,7 +129,7 @@ MatmulPlan KernelPolicy::matmul(backend::DType w, int64_t R, [[maybe_unused]] in
     // prefetch. Rows `row_stride` apart put each stream of a tile in its own pages, and the
     // next workgroup (on the same thread, or the other) continues them. GEMV 151936x1024 f16:
     // 42.6 -> 25-27 ms; 16384x1024: 4.3-6.0 -> 3.1-3.3 ms; 4096x4096 (8 KiB rows): 2.98 -> 2.78 ms median.
-    const uint64_t row = std::max<uint64_t>(backend::row_bytes(w, K), 1);
+    const uint64_t row = std::max<uint64_t>(row_bytes(w, K), 1);
     m.row_stride = static_cast<uint32_t>(std::clamp<uint64_t>((16384 + row - 1) / row, 1, 16));
     if (knob_gemv_stride) m.row_stride = knob_gemv_stride;
   }

@@ -39,7 +39,7 @@ struct KernelPolicy {
   uint32_t knob_matmul_tm = 0, knob_matmul_tn = 0, knob_gemv_tm = 0, knob_gemv_tn = 0, knob_gemv_stride = 0;
 
   /** R activation rows, K reduction length; operands' 16-byte alignment as computed by the op. */
-  MatmulPlan matmul(backend::DType w, int64_t R, int64_t M, int64_t K, bool operands_aligned, bool moe) const;
+  MatmulPlan matmul(DType w, int64_t R, int64_t M, int64_t K, bool operands_aligned, bool moe) const;
   /** lavapipe (a CPU): per-workgroup costs matter, occupancy does not. */
   bool cpu_device = false;
   /** Loop iterations one invocation may run (0: no limit). llvmpipe ends every loop of a shader

@@ -127,8 +127,8 @@ typedef enum kiln_dtype {
   KILN_DTYPE_F16 = 1,
   KILN_DTYPE_BF16 = 2,
   KILN_DTYPE_I32 = 3,
-  KILN_DTYPE_I8 = 4,   /**< int8 with per-group scales (Q8_0-like) */
-  KILN_DTYPE_Q4 = 5,   /**< 4-bit group-quantized (Q4_0-like) */
+  KILN_DTYPE_Q8_0 = 4, /**< ggml Q8_0 blocks: 32 values as an f16 scale + 32 int8 (34 bytes) */
+  KILN_DTYPE_Q4_0 = 5, /**< ggml Q4_0 blocks: 32 values as an f16 scale + 16 bytes of nibbles (18 bytes) */
   KILN_DTYPE_ANY = 255 /**< tensor declarations: accept whatever the checkpoint holds */
 } kiln_dtype;
 
@@ -205,7 +205,7 @@ typedef uint32_t kiln_tensor;
  * - Shapes are row-major, outermost first; the last dimension is contiguous. "[..., D]" means any
  *   leading dimensions.
  * - Activations are f32. Weights read by GET_ROWS / MATMUL / MOE_MATMUL may be f32, f16, bf16,
- *   I8 (Q8_0 blocks) or Q4 (Q4_0 blocks); small weights used elementwise (norm weights, biases,
+ *   Q8_0 or Q4_0 blocks; small weights used elementwise (norm weights, biases,
  *   per-expert scales) are f32 (the host converts them at load). Ids, positions, slots are i32.
  * - Every reduction runs in f32 in a fixed order that depends only on the row's own data, never on
  *   the batch size or the row's position in the batch (batch invariance).

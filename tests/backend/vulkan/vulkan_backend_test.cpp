@@ -19,7 +19,7 @@
 #include "backend/cpu/common.hpp"
 #include "backend/vulkan/device.hpp"
 #include "core/half.hpp"
-#include "graph/ops.hpp"
+#include "backend/ops.hpp"
 
 namespace kiln::test {
 namespace {
@@ -251,8 +251,8 @@ TEST(Vulkan, WeightsBeyondTheTexelReachRunInRowBlocks) {
     g.output(g.op(KILN_OP_GET_ROWS, {w, g.i32({4}, ids)}));
     auto got = g.run(*small), ref = g.run(cpu);
     ASSERT_EQ(got.size(), ref.size());
-    EXPECT_LT(nmse(got[0].f, ref[0].f), 5e-7) << backend::dtype_name(t);
-    EXPECT_EQ(nmse(got[1].f, ref[1].f), 0.0) << backend::dtype_name(t);
+    EXPECT_LT(nmse(got[0].f, ref[0].f), 5e-7) << dtype_name(t);
+    EXPECT_EQ(nmse(got[1].f, ref[1].f), 0.0) << dtype_name(t);
   }
 }
 
@@ -281,16 +281,16 @@ TEST(Vulkan, MatmulOutputsBeyondTheStorageReachRunInRowWindows) {
     g2.output(g2.op(KILN_OP_MOE_MATMUL, {g2.f32({9, 2, 64}), g2.weight(t, {4, 72, 64}), ids_of(g2)}));
     auto ref = g.run(*dev);
     ASSERT_EQ(got.size(), 2u);
-    EXPECT_TRUE(bitwise_equal(got[0].f, ref[0].f)) << backend::dtype_name(t);
-    EXPECT_TRUE(bitwise_equal(got[1].f, ref[1].f)) << backend::dtype_name(t) << " MoE";
-    EXPECT_TRUE(bitwise_equal(g2.run(*small)[0].f, g2.run(*dev)[0].f)) << backend::dtype_name(t) << " MoE per slot";
+    EXPECT_TRUE(bitwise_equal(got[0].f, ref[0].f)) << dtype_name(t);
+    EXPECT_TRUE(bitwise_equal(got[1].f, ref[1].f)) << dtype_name(t) << " MoE";
+    EXPECT_TRUE(bitwise_equal(g2.run(*small)[0].f, g2.run(*dev)[0].f)) << dtype_name(t) << " MoE per slot";
   }
   // Output windows and weight row blocks together (a large LM head over many rows).
   auto tiny = device_with_env({{"KILN_VULKAN_STORAGE_REACH", "4096"}, {"KILN_VULKAN_TEXEL_REACH", "8192"}});
   for (DType t : {DType::f16, DType::q8_0}) {
     OpGraph g(15);
     g.output(g.op(KILN_OP_MATMUL, {g.f32({37, 64}), g.weight(t, {203, 64})}));
-    EXPECT_TRUE(bitwise_equal(g.run(*tiny)[0].f, g.run(*dev)[0].f)) << backend::dtype_name(t);
+    EXPECT_TRUE(bitwise_equal(g.run(*tiny)[0].f, g.run(*dev)[0].f)) << dtype_name(t);
   }
 }
 
@@ -560,7 +560,7 @@ TEST(Vulkan, MatmulRowsAreBitwiseTheSameInEveryTile) {
   REQUIRE_VULKAN(dev);
   for (DType t : {DType::f32}) {
     for (int64_t K : {160, 45}) {
-      if (backend::is_quantized(t) && K % 32) continue;
+      if (is_quantized(t) && K % 32) continue;
       const int64_t N = 20, M = 19;
       std::vector<float> x(static_cast<size_t>(N * K));
       for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.37f);
@@ -575,11 +575,11 @@ TEST(Vulkan, MatmulRowsAreBitwiseTheSameInEveryTile) {
       for (int64_t r : {0, 7, 19}) {
         auto one = run(r, 1);
         std::vector<float> ref(all.begin() + r * M, all.begin() + (r + 1) * M);
-        EXPECT_TRUE(bitwise_equal(one, ref)) << backend::dtype_name(t) << " K=" << K << " row " << r;
+        EXPECT_TRUE(bitwise_equal(one, ref)) << dtype_name(t) << " K=" << K << " row " << r;
       }
       auto four = run(3, 5);  // TM=4 tile
       std::vector<float> ref4(all.begin() + 3 * M, all.begin() + 8 * M);
-      EXPECT_TRUE(bitwise_equal(four, ref4)) << backend::dtype_name(t) << " K=" << K << " rows 3..7";
+      EXPECT_TRUE(bitwise_equal(four, ref4)) << dtype_name(t) << " K=" << K << " rows 3..7";
     }
   }
 }
@@ -615,7 +615,7 @@ TEST(Vulkan, MatmulKeepsInfAndNanOfHalfWeights) {
       };
       auto got = run(*dev), ref = run(cpu);
       ASSERT_EQ(got.size(), static_cast<size_t>(M));
-      std::string what = std::string(backend::dtype_name(t)) + " K=" + std::to_string(K);
+      std::string what = std::string(dtype_name(t)) + " K=" + std::to_string(K);
       EXPECT_EQ(got[3], INFINITY) << what;
       EXPECT_EQ(got[7], -INFINITY) << what;
       EXPECT_TRUE(std::isnan(got[11])) << what;
@@ -859,10 +859,10 @@ TEST(Vulkan, SiblingMatmulsRunAsOneDispatchWithTheSameBits) {
         std::vector<float> w(static_cast<size_t>(M * K));
         for (float& v : w) v = u(rng);
         std::vector<std::byte> bytes;
-        if (backend::is_quantized(t)) {
+        if (is_quantized(t)) {
           bytes = quantize(t, w);
         } else {
-          bytes.resize(static_cast<size_t>(M) * backend::row_bytes(t, K));
+          bytes.resize(static_cast<size_t>(M) * row_bytes(t, K));
           backend::cpu::row_from_f32(t, w.data(), M * K, bytes.data());
         }
         woff.push_back(wtotal);
@@ -886,7 +886,7 @@ TEST(Vulkan, SiblingMatmulsRunAsOneDispatchWithTheSameBits) {
         ybuf->download(yoff[i], y.data(), y.size() * 4);
         return y;
       };
-      std::string what = std::string(backend::dtype_name(t)) + " R=" + std::to_string(R);
+      std::string what = std::string(dtype_name(t)) + " R=" + std::to_string(R);
       backend::BoundGraph all;
       for (size_t i = 0; i < Ms.size(); ++i) all.nodes.push_back(mm(i));
       dev->compute(all);
@@ -899,8 +899,8 @@ TEST(Vulkan, SiblingMatmulsRunAsOneDispatchWithTheSameBits) {
         dev->compute(one);
         EXPECT_TRUE(bitwise_equal(fused[i], read(i))) << what << " matmul " << i;
         // And the values: against a double-precision product of the stored weights.
-        std::vector<float> wf = backend::is_quantized(t) ? dequantize(t, wbytes[i], Ms[i] * K) : std::vector<float>();
-        if (!backend::is_quantized(t)) {
+        std::vector<float> wf = is_quantized(t) ? dequantize(t, wbytes[i], Ms[i] * K) : std::vector<float>();
+        if (!is_quantized(t)) {
           wf.resize(static_cast<size_t>(Ms[i] * K));
           backend::cpu::row_to_f32(t, wbytes[i].data(), Ms[i] * K, wf.data());
         }
@@ -1220,7 +1220,7 @@ TEST(Vulkan, GateThenMulRunAsOneDispatchWithTheSameBits) {
       t.buffer->download(t.offset, v.data(), v.size() * 4);
       return v;
     };
-    std::string what = std::string(graph::op_name(c.un)) + "+" + graph::op_name(c.bin);
+    std::string what = std::string(op_name(c.un)) + "+" + op_name(c.bin);
     backend::BoundGraph fused;
     fused.nodes = {un, bin};
     dev->compute(fused);
@@ -1263,8 +1263,8 @@ TEST(Vulkan, KAndVCacheWritesRunAsOneDispatchWithTheSameBits) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = std::cos(static_cast<float>(i) * 0.3f) * 1e-3f;
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     Bufs b;
-    const size_t kbytes = static_cast<size_t>(R * Dk) * backend::row_bytes(t, 1);
-    const size_t vbytes = static_cast<size_t>(R * Dv) * backend::row_bytes(t, 1);
+    const size_t kbytes = static_cast<size_t>(R * Dk) * row_bytes(t, 1);
+    const size_t vbytes = static_cast<size_t>(R * Dv) * row_bytes(t, 1);
     std::vector<std::byte> init(kbytes + 256 + vbytes);
     for (size_t i = 0; i < init.size(); ++i) init[i] = static_cast<std::byte>(i * 37 % 251);
     auto cache = dev->allocate(init.size(), backend::BufferUsage::state);  // K and V caches in one buffer
@@ -1280,7 +1280,7 @@ TEST(Vulkan, KAndVCacheWritesRunAsOneDispatchWithTheSameBits) {
       backend::BoundGraph g;
       g.nodes = std::move(nodes);
       dev->compute(g);
-      EXPECT_EQ(dev->last_dispatches(), dispatches) << backend::dtype_name(t);
+      EXPECT_EQ(dev->last_dispatches(), dispatches) << dtype_name(t);
       std::vector<std::byte> out(init.size());
       cache->download(0, out.data(), out.size());
       return out;
@@ -1293,8 +1293,8 @@ TEST(Vulkan, KAndVCacheWritesRunAsOneDispatchWithTheSameBits) {
     dev->compute(g2);
     std::vector<std::byte> apart(init.size());
     cache->download(0, apart.data(), apart.size());
-    EXPECT_EQ(std::memcmp(fused.data(), apart.data(), fused.size()), 0) << backend::dtype_name(t);
-    EXPECT_EQ(std::memcmp(fused.data(), init.data(), static_cast<size_t>(4 * Dk) * backend::row_bytes(t, 1)), 0);
+    EXPECT_EQ(std::memcmp(fused.data(), apart.data(), fused.size()), 0) << dtype_name(t);
+    EXPECT_EQ(std::memcmp(fused.data(), init.data(), static_cast<size_t>(4 * Dk) * row_bytes(t, 1)), 0);
     if (t == DType::f32) {  // row 4 of K is token 0, row 9 of V is token 2
       EXPECT_EQ(std::memcmp(fused.data() + 4 * Dk * 4, k.data(), Dk * 4), 0);
       EXPECT_EQ(std::memcmp(fused.data() + kbytes + 256 + 9 * Dv * 4, v.data() + 2 * Dv, Dv * 4), 0);
@@ -1310,7 +1310,7 @@ TEST(Vulkan, KAndVCacheWritesRunAsOneDispatchWithTheSameBits) {
     auto bad = b.make(*dev, TensorDesc(DType::i32, {N}), bad_ids.data());
     backend::BoundGraph gb;
     gb.nodes = {node(KILN_OP_SET_ROWS, {kc, tk, bad}, kc), node(KILN_OP_SET_ROWS, {vc, tv, bad}, vc)};
-    EXPECT_THROW(dev->compute(gb), BackendError) << backend::dtype_name(t);
+    EXPECT_THROW(dev->compute(gb), BackendError) << dtype_name(t);
   }
 }
 
@@ -1406,7 +1406,7 @@ TEST(Vulkan, ValidationLayerReportsNothing) {
     p.mode = KILN_NORM_ONE_PLUS;
     uint32_t n = g.op(KILN_OP_RMS_NORM, {y, g.f32({24})}, p);
     g.output(g.op(KILN_OP_SILU, {n}));
-    EXPECT_NO_THROW(g.run(*vdev)) << backend::dtype_name(t);
+    EXPECT_NO_THROW(g.run(*vdev)) << dtype_name(t);
   }
   EXPECT_EQ(vdev->validation_messages(), 0u) << vdev->context().last_validation_message();
 }

@@ -4,7 +4,7 @@
 
 #include "backend/vulkan/device.hpp"
 #include "backend/vulkan/ops/ops.hpp"
-#include "graph/ops.hpp"
+#include "backend/ops.hpp"
 
 namespace kiln::vk {
 
@@ -21,7 +21,7 @@ std::array<int64_t, 4> pad4(const backend::TensorDesc& d) {
 backend::TensorRef slice(const backend::TensorRef& t, int64_t i0, int64_t n) {
   backend::TensorRef s = t;
   s.offset = t.offset + static_cast<size_t>(i0) * 4;
-  s.desc = backend::TensorDesc(backend::DType::f32, {n});
+  s.desc = backend::TensorDesc(DType::f32, {n});
   return s;
 }
 
@@ -45,11 +45,11 @@ int64_t element_window(const OpEnv& e, std::initializer_list<const backend::Tens
 }  // namespace
 
 bool fuses_unary_binary(const backend::Node& un, const backend::Node& bin) {
-  if (!graph::op_is_unary(un.op) || (bin.op != KILN_OP_ADD && bin.op != KILN_OP_MUL)) return false;
+  if (!op_is_unary(un.op) || (bin.op != KILN_OP_ADD && bin.op != KILN_OP_MUL)) return false;
   if (un.op == KILN_OP_SOFTCAP && un.params.cap == 0.0f) return false;  // record_elementwise reports it
   const backend::TensorRef &x = un.src[0], &u = un.dst, &a = bin.src[0], &b = bin.src[1], &o = bin.dst;
   for (const backend::TensorRef* t : {&x, &u, &a, &b, &o})
-    if (t->desc.dtype != backend::DType::f32 || !t->buffer) return false;
+    if (t->desc.dtype != DType::f32 || !t->buffer) return false;
   const int64_t total = x.desc.numel();
   if (u.desc.numel() != total || a.desc.numel() != total || o.desc.numel() != total) return false;
   if (a.buffer != u.buffer || a.offset != u.offset) return false;  // the binary op reads the unary result as a
@@ -124,7 +124,7 @@ bool fuses_add_norm(const backend::Node& add, const backend::Node& norm) {
   if (add.op != KILN_OP_ADD || norm.op != KILN_OP_RMS_NORM || norm.params.mode > KILN_NORM_NONE) return false;
   const backend::TensorRef &a = add.src[0], &b = add.src[1], &s = add.dst, &x = norm.src[0], &o = norm.dst;
   for (const backend::TensorRef* t : {&a, &b, &s, &x, &o})
-    if (t->desc.dtype != backend::DType::f32 || !t->buffer) return false;
+    if (t->desc.dtype != DType::f32 || !t->buffer) return false;
   const int64_t total = a.desc.numel();
   if (b.desc.numel() != total || s.desc.numel() != total || o.desc.numel() != total) return false;  // no broadcast
   if (x.buffer != s.buffer || x.offset != s.offset || x.desc.numel() != total) return false;  // norm reads the sum
@@ -161,7 +161,7 @@ bool fuses_norm_rope(const backend::Node& norm, const backend::Node& rope) {
   if (rope.params.mode != KILN_ROPE_NEOX && rope.params.mode != KILN_ROPE_NORMAL) return false;
   const backend::TensorRef &x = norm.src[0], &o = norm.dst, &rx = rope.src[0], &pos = rope.src[1], &r = rope.dst;
   for (const backend::TensorRef* t : {&x, &o, &rx, &r})
-    if (t->desc.dtype != backend::DType::f32 || !t->buffer) return false;
+    if (t->desc.dtype != DType::f32 || !t->buffer) return false;
   if (rx.desc.ndim != 3 || rope.n_src < 2 || !pos.buffer || pos.desc.numel() != rx.desc.ne[0]) return false;
   const int64_t total = x.desc.numel(), D = rx.desc.ne[2];
   if (o.desc.numel() != total || rx.desc.numel() != total || r.desc.numel() != total || x.desc.last() != D)

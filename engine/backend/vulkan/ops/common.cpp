@@ -4,12 +4,11 @@
 
 #include "backend/vulkan/device.hpp"
 #include "backend/vulkan/ops/ops.hpp"
-#include "graph/ops.hpp"
+#include "backend/ops.hpp"
 
 namespace kiln::vk {
 
 using backend::BackendError;
-using backend::DType;
 using backend::Support;
 using backend::TensorRef;
 
@@ -79,9 +78,9 @@ const Pipeline& OpEnv::pipeline(const std::string& shader, const std::vector<Bin
 }
 
 std::string OpEnv::label() const {
-  std::string s = graph::op_name(node.op);
+  std::string s = op_name(node.op);
   if (node.op == KILN_OP_MATMUL || node.op == KILN_OP_MOE_MATMUL || node.op == KILN_OP_GET_ROWS)
-    s += std::string(" ") + backend::dtype_name(node.src[node.op == KILN_OP_GET_ROWS ? 0 : 1].desc.dtype);
+    s += std::string(" ") + dtype_name(node.src[node.op == KILN_OP_GET_ROWS ? 0 : 1].desc.dtype);
   return s;
 }
 
@@ -127,28 +126,28 @@ Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
     case KILN_OP_MATMUL:
     case KILN_OP_MOE_MATMUL: {
       DType w = src(1).dtype;
-      if (!f32(0)) return Support::no(fmt::format("{} activations (f32 only)", backend::dtype_name(src(0).dtype)));
+      if (!f32(0)) return Support::no(fmt::format("{} activations (f32 only)", dtype_name(src(0).dtype)));
       if (!backend::is_weight_dtype(w) || w == DType::i32)
-        return Support::no(fmt::format("{} weights", backend::dtype_name(w)));
-      if (backend::is_quantized(w) && n.src[1].offset % 2)
+        return Support::no(fmt::format("{} weights", dtype_name(w)));
+      if (is_quantized(w) && n.src[1].offset % 2)
         return Support::no("quantized weights at an odd byte offset");
       return Support::yes();
     }
     case KILN_OP_GET_ROWS: {
       DType w = src(0).dtype;
       if (w == DType::i32) return Support::no("i32 tables");
-      if (backend::is_quantized(w) && n.src[0].offset % 2) return Support::no("quantized table at an odd byte offset");
+      if (is_quantized(w) && n.src[0].offset % 2) return Support::no("quantized table at an odd byte offset");
       return Support::yes();
     }
     case KILN_OP_SET_ROWS:
       if (!is_float_cache(src(0).dtype))
-        return Support::no(fmt::format("{} destination", backend::dtype_name(src(0).dtype)));
+        return Support::no(fmt::format("{} destination", dtype_name(src(0).dtype)));
       if (src(0).dtype != DType::f32 && !d.storage16)
         return Support::no("16-bit destination without storageBuffer16BitAccess");
       return Support::yes();
     case KILN_OP_SLICE:
     case KILN_OP_CONCAT:
-      if (backend::is_quantized(src(0).dtype)) return Support::no("quantized tensors");
+      if (is_quantized(src(0).dtype)) return Support::no("quantized tensors");
       return Support::yes();
     case KILN_OP_ADD:
     case KILN_OP_MUL:
@@ -167,7 +166,7 @@ Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
     case KILN_OP_ROPE:
     case KILN_OP_TOP_K:
     case KILN_OP_MOE_SUM:
-      if (!f32(0)) return Support::no(fmt::format("{} input (f32 only)", backend::dtype_name(src(0).dtype)));
+      if (!f32(0)) return Support::no(fmt::format("{} input (f32 only)", dtype_name(src(0).dtype)));
       if (n.op == KILN_OP_TOP_K && n.params.k > 64) return Support::no("k > 64");
       return Support::yes();
     case KILN_OP_MOE_WEIGHTS:
@@ -177,7 +176,7 @@ Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
     case KILN_OP_ATTENTION: {
       if (!is_float_cache(src(1).dtype) || !is_float_cache(src(2).dtype))
         return Support::no(
-            fmt::format("{} / {} cache", backend::dtype_name(src(1).dtype), backend::dtype_name(src(2).dtype)));
+            fmt::format("{} / {} cache", dtype_name(src(1).dtype), dtype_name(src(2).dtype)));
       int64_t dk = src(0).ndim == 3 ? src(0).ne[2] : 0, dv = src(2).ndim == 4 ? src(2).ne[3] : 0;
       const int64_t max_d = 8 * static_cast<int64_t>(attention_max_groups(dev.policy()));
       if (dk > max_d || dv > max_d) return Support::no(fmt::format("head dim {} / {} > {}", dk, dv, max_d));

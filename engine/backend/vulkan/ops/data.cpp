@@ -5,7 +5,6 @@
 
 namespace kiln::vk {
 
-using backend::DType;
 
 namespace {
 
@@ -119,12 +118,12 @@ void record_data(const OpEnv& e) {
       const int64_t R = t.desc.ne[0], D = t.desc.numel() / std::max<int64_t>(R, 1), N = ids.desc.numel();
       if (n.dst.desc.numel() != N * D) e.fail("result shape does not match");
       if (!N || !D) return;
-      const bool quant = backend::is_quantized(wt);
+      const bool quant = is_quantized(wt);
       if (quant && t.desc.last() % 32) e.fail("quantized rows must be whole 32-blocks");
-      const Pipeline& p = e.pipeline(std::string("get_rows_") + backend::dtype_name(wt),
+      const Pipeline& p = e.pipeline(std::string("get_rows_") + dtype_name(wt),
                                      {Bind::texel, Bind::storage, Bind::storage, Bind::storage}, {});
       VkFormat f = wt == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32G32B32A32_UINT;
-      const uint64_t row = backend::row_bytes(wt, D);  // D = one table row (all trailing dims)
+      const uint64_t row = row_bytes(wt, D);  // D = one table row (all trailing dims)
       int64_t block = R;
       const uint64_t reach = e.dev.policy().texel_reach;
       if ((t.offset % 256) + static_cast<uint64_t>(R) * row + 512 > reach) {

@@ -11,7 +11,6 @@
 
 namespace kiln::vk {
 
-using backend::DType;
 
 namespace {
 
@@ -52,7 +51,7 @@ bool plain_matmul(const backend::Node& n) {
   if (n.op != KILN_OP_MATMUL || n.src[1].desc.ndim != 2) return false;
   const int64_t K = n.src[0].desc.last(), M = n.src[1].desc.ne[0];
   return K > 0 && M > 0 && n.src[1].desc.last() == K && n.src[0].desc.rows() > 0 &&
-         n.dst.desc.numel() == n.src[0].desc.rows() * M && (!backend::is_quantized(n.src[1].desc.dtype) || K % 32 == 0);
+         n.dst.desc.numel() == n.src[0].desc.rows() * M && (!is_quantized(n.src[1].desc.dtype) || K % 32 == 0);
 }
 
 // Whether w is f16 prepared by upload_weights (matmul.comp's CLEAN specialization).
@@ -69,7 +68,7 @@ uint32_t half_clean(const backend::TensorRef& w) {
 void check_loop_budget(const OpEnv& e, DType wt, const MatmulPlan& plan, int64_t K) {
   const uint32_t budget = e.dev.policy().loop_budget;
   if (!budget) return;
-  const uint64_t per = backend::is_quantized(wt) ? 32 : 8;
+  const uint64_t per = is_quantized(wt) ? 32 : 8;
   const uint64_t chunks = (static_cast<uint64_t>(K) / per + plan.local_size - 1) / plan.local_size;
   const uint64_t passes = chunks * (wt == DType::f16 ? plan.tn + 2u : 1u) + plan.tn + 8;
   if (passes > budget)
@@ -88,7 +87,7 @@ size_t fusable_matmuls(VulkanDevice& dev, const std::vector<backend::Node>& node
   const Allocation* wa = allocation_of(w);
   const Allocation* ya = allocation_of(a.dst);
   if (!wa || !ya || overlap(a.dst, x)) return 1;
-  const uint64_t wrow = backend::row_bytes(w.desc.dtype, w.desc.last());
+  const uint64_t wrow = row_bytes(w.desc.dtype, w.desc.last());
   uint64_t wlo = w.offset, whi = w.offset + w.desc.ne[0] * wrow;
   uint64_t ylo = a.dst.offset, yhi = a.dst.offset + a.dst.desc.bytes();
   size_t k = 1;
@@ -133,21 +132,21 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
   }
   if (w.desc.last() != K) e.fail("x and w disagree on K");
   if (n.dst.desc.numel() != R * M) e.fail("result shape does not match");
-  if (backend::is_quantized(wt) && K % 32) e.fail("quantized K must be a multiple of 32");
+  if (is_quantized(wt) && K % 32) e.fail("quantized K must be a multiple of 32");
   if (R == 0 || M == 0) return;
   if (K == 0) {
     e.rec.fill_zero(e.alloc(n.dst), n.dst.offset, n.dst.desc.bytes());
     return;
   }
 
-  const bool quant = backend::is_quantized(wt);
-  const uint64_t wrow = backend::row_bytes(wt, K);
+  const bool quant = is_quantized(wt);
+  const uint64_t wrow = row_bytes(wt, K);
   const uint32_t esize = wt == DType::f32 ? 4 : 2;
   const DeviceInfo& d = e.dev.context().info();
   // 16-byte texels everywhere (largest reach); the scalar path picks components out of them.
   const VkFormat xf = VK_FORMAT_R32G32B32A32_SFLOAT;
   const VkFormat wf = wt == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32G32B32A32_UINT;
-  const std::string shader = std::string("matmul_") + backend::dtype_name(wt);
+  const std::string shader = std::string("matmul_") + dtype_name(wt);
   const uint32_t moe_mode = moe ? (x.desc.ndim == 2 ? 1u : 2u) : 0u;
   const std::vector<Bind> binds = {Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage};
   const Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 16};  // err[2]: bad expert id (idempotent: no hazard)

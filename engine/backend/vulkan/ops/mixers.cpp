@@ -8,7 +8,6 @@
 
 namespace kiln::vk {
 
-using backend::DType;
 
 namespace {
 

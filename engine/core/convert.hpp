@@ -1,0 +1,23 @@
+// Element conversions between kiln's storage types (core/dtype.hpp) and f32: f16 / bf16 / f64
+// widening and narrowing, ggml Q8_0 / Q4_0 blocks dequantized, and quantized as llama.cpp does. The
+// checkpoint readers, the model host and the CPU backend's kernels all convert through these.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.hpp"
+
+namespace kiln {
+
+/**
+ * Converts `n` elements of `src` stored as `t` to f32. False for types that are not numbers of a
+ * model (integers, bool) and for a quantized `n` that is not a multiple of 32.
+ */
+bool to_f32(DType t, const void* src, int64_t n, float* dst);
+/**
+ * Stores `n` f32 values as `t`: f32, f16, bf16, or Q8_0 / Q4_0 blocks quantized as llama.cpp does
+ * (`n` a multiple of 32). False for every other type.
+ */
+bool from_f32(DType t, const float* src, int64_t n, void* dst);
+
+}  // namespace kiln

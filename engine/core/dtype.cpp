@@ -1,0 +1,94 @@
+#include "core/dtype.hpp"
+
+#include "core/error.hpp"
+
+namespace kiln {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32:
+      return "f32";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::i32:
+      return "i32";
+    case DType::q8_0:
+      return "q8_0";
+    case DType::q4_0:
+      return "q4_0";
+    case DType::i64:
+      return "i64";
+    case DType::i16:
+      return "i16";
+    case DType::i8:
+      return "i8";
+    case DType::u8:
+      return "u8";
+    case DType::boolean:
+      return "bool";
+    case DType::f64:
+      return "f64";
+  }
+  return "?";
+}
+
+bool is_quantized(DType t) {
+  return t == DType::q8_0 || t == DType::q4_0;
+}
+
+std::optional<uint64_t> dtype_bytes(DType t, int64_t n) {
+  if (n < 0) return std::nullopt;
+  const auto u = static_cast<uint64_t>(n);
+  switch (t) {
+    case DType::f64:
+    case DType::i64:
+      return u * 8;
+    case DType::f32:
+    case DType::i32:
+      return u * 4;
+    case DType::f16:
+    case DType::bf16:
+    case DType::i16:
+      return u * 2;
+    case DType::i8:
+    case DType::u8:
+    case DType::boolean:
+      return u;
+    case DType::q8_0:
+    case DType::q4_0:
+      if (n % kQuantBlock) return std::nullopt;
+      return u / kQuantBlock * (t == DType::q8_0 ? 34 : 18);
+  }
+  return std::nullopt;
+}
+
+size_t row_bytes(DType t, int64_t n) {
+  return static_cast<size_t>(dtype_bytes(t, n).value_or(0));
+}
+
+DType dtype_from_kiln(uint32_t t) {
+  switch (t) {
+    case KILN_DTYPE_F32:
+    case KILN_DTYPE_F16:
+    case KILN_DTYPE_BF16:
+    case KILN_DTYPE_I32:
+    case KILN_DTYPE_Q8_0:
+    case KILN_DTYPE_Q4_0:
+      return static_cast<DType>(t);
+    default:
+      throw_error("dtype {} is not a tensor element type (f32, f16, bf16, i32, q8_0, q4_0)", t);
+  }
+}
+
+kiln_dtype to_kiln(DType t) {
+  return static_cast<uint8_t>(t) <= KILN_DTYPE_Q4_0 ? static_cast<kiln_dtype>(t) : KILN_DTYPE_ANY;
+}
+
+const char* kiln_dtype_name(uint32_t t) {
+  if (t == KILN_DTYPE_ANY) return "any";
+  return t <= KILN_DTYPE_Q4_0 ? dtype_name(static_cast<DType>(t)) : "?";
+}
+
+}  // namespace kiln

@@ -1,0 +1,49 @@
+// kiln's one element-type enum: the types a plugin and a kernel see (their values are the SDK's
+// kiln_dtype, so conversions across the ABI are casts), then the storage-only types a checkpoint
+// may hold (integers, bool, f64), which the model host converts or refuses before anything
+// reaches a kernel. Q8_0 / Q4_0 are ggml's block layouts, kept as they are so a GGUF tensor goes to
+// a kernel without repacking.
+#pragma once
+
+#include <kiln/kiln_plugin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+namespace kiln {
+
+enum class DType : uint8_t {
+  f32 = KILN_DTYPE_F32,
+  f16 = KILN_DTYPE_F16,
+  bf16 = KILN_DTYPE_BF16,
+  i32 = KILN_DTYPE_I32,
+  q8_0 = KILN_DTYPE_Q8_0,  ///< blocks of 32: f16 scale d, 32 × int8 q; value = q·d (34 bytes)
+  q4_0 = KILN_DTYPE_Q4_0,  ///< blocks of 32: f16 scale d, 16 bytes; byte j holds element j (low
+                           ///< nibble) and j+16 (high nibble); value = (nibble − 8)·d (18 bytes)
+  // Storage only (checkpoint readers).
+  i64 = 16,
+  i16,
+  i8,
+  u8,
+  boolean,
+  f64,
+};
+
+constexpr int64_t kQuantBlock = 32;  ///< values per Q8_0 / Q4_0 block
+
+/** "f32", "bf16", "q8_0", ... */
+const char* dtype_name(DType t);
+bool is_quantized(DType t);
+/** Bytes of `n` elements; nullopt for a negative n or a quantized n that is not a multiple of 32. */
+std::optional<uint64_t> dtype_bytes(DType t, int64_t n);
+/** Bytes of one row of `n` elements (n a multiple of 32 for quantized types). */
+size_t row_bytes(DType t, int64_t n);
+/** A kiln_dtype value as a DType; throws HostError for KILN_DTYPE_ANY and unknown values. */
+DType dtype_from_kiln(uint32_t t);
+/** The kiln_dtype of `t`, or KILN_DTYPE_ANY for the storage-only types. */
+kiln_dtype to_kiln(DType t);
+/** The name of a kiln_dtype value as a plugin declares it ("any" for KILN_DTYPE_ANY). */
+const char* kiln_dtype_name(uint32_t t);
+
+}  // namespace kiln
