@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/config.hpp"
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 
 namespace kiln::cache {
@@ -55,9 +56,13 @@ CacheLayout plan_layout(const std::vector<LayerSpec>& layers, const CacheOptions
       for (size_t k = 0; k < s.state_shapes.size(); ++k) {
         uint64_t e = 1;
         for (int64_t d : s.state_shapes[k]) e *= static_cast<uint64_t>(d);
-        const uint32_t sz = dtype_size(k < s.state_dtypes.size() ? s.state_dtypes[k] : uint32_t{KILN_DTYPE_F32});
-        if (!sz) throw_error("[cache] layer {}: recurrent state {} has an unsupported dtype", i, k);
-        L.state_bytes_per_slot += e * sz;
+        // The ops keep recurrent state in f32 (kiln_layer_cache_desc.state_dtype); another declared
+        // type is refused rather than budgeted as declared and allocated as f32.
+        const uint32_t t = k < s.state_dtypes.size() ? s.state_dtypes[k] : uint32_t{KILN_DTYPE_F32};
+        if (t != KILN_DTYPE_F32)
+          throw_error("[cache] layer {}: recurrent state {} is declared {}; recurrent state must be f32", i, k,
+                      kiln_dtype_name(t));
+        L.state_bytes_per_slot += e * 4;
       }
       continue;
     }

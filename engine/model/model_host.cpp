@@ -78,16 +78,31 @@ ModelHost::ModelHost(Checkpoint ckpt, const Component& component, const HostOpti
     : ckpt_(std::move(ckpt)), options_(options) {
   const auto t0 = std::chrono::steady_clock::now();
   vt_ = static_cast<const kiln_model_vtable*>(component.vtable);
+  // The checkpoint's tensors, so the model can pick between spellings and refuse a layout at
+  // creation. The names point into ckpt_, which outlives the call.
+  std::vector<kiln_checkpoint_tensor> tensors;
+  for (const TensorInfo& t : ckpt_.tensors()) {
+    kiln_checkpoint_tensor c{};
+    c.name = {t.name.data(), t.name.size()};
+    c.dtype = to_kiln(t.dtype);
+    c.ndim = static_cast<uint32_t>(std::min<size_t>(t.shape.size(), KILN_MAX_DIMS));
+    for (uint32_t i = 0; i < c.ndim; ++i) c.shape[i] = t.shape[i];
+    tensors.push_back(c);
+  }
   kiln_model_create_info info{};
   info.struct_size = sizeof(info);
   info.format = ckpt_.format() == CheckpointFormat::gguf ? KILN_CHECKPOINT_GGUF : KILN_CHECKPOINT_HF;
   info.config_json = {ckpt_.config_json().data(), ckpt_.config_json().size()};
   info.model_type = {ckpt_.model_type().data(), ckpt_.model_type().size()};
+  info.tensors = tensors.data();
+  info.n_tensors = static_cast<uint32_t>(tensors.size());
+  info.tensor_stride = sizeof(kiln_checkpoint_tensor);
   kiln_error err{};
   model_ = vt_->create(&info, &err);
   if (!model_)
     throw_error("[model] the '{}' plugin cannot create a model from {}: {}", component.name, ckpt_.path(),
                 kiln_error_text(err, "create"));
+  hp_.struct_size = sizeof(hp_);  // structs the plugin fills are sized by the host (ABI.md)
   if (vt_->hparams(model_, &hp_, &err) != KILN_OK)
     throw_error("[model] {}: hparams: {}", component.name, kiln_error_text(err, "hparams"));
 
@@ -95,6 +110,7 @@ ModelHost::ModelHost(Checkpoint ckpt, const Component& component, const HostOpti
   const uint32_t n = vt_->tensor_count(model_);
   for (uint32_t i = 0; i < n; ++i) {
     kiln_tensor_decl d{};
+    d.struct_size = sizeof(d);
     if (vt_->tensor_decl(model_, i, &d, &err) != KILN_OK)
       throw_error("[model] {}: tensor_decl {}: {}", component.name, i, kiln_error_text(err, "tensor_decl"));
     decls.push_back(WeightDecl::from_c(d));
@@ -206,6 +222,7 @@ void ModelHost::make_cache(const HostOptions& o) {
   kiln_error err{};
   for (uint32_t l = 0; l < hp_.n_layers; ++l) {
     kiln_layer_cache_desc d{};
+    d.struct_size = sizeof(d);
     if (vt_->layer_cache(model_, l, &d, &err) != KILN_OK)
       throw_error("[model] layer_cache({}): {}", l, kiln_error_text(err, "layer_cache"));
     specs.push_back(cache::LayerSpec::from_c(d));
@@ -401,8 +418,6 @@ cache::Status ModelHost::step(const std::vector<cache::SeqStep>& steps, StepResu
   desc.n_tokens = b.n_tokens;
   desc.n_seqs = b.n_seqs;
   desc.n_outputs = static_cast<uint32_t>(b.logits_rows.size());
-  desc.positions = b.positions.data();
-  desc.seqs = b.seqs.data();
   kiln_error err{};
   if (vt_->build_graph(model_, builder.host_ops(), &desc, &err) != KILN_OK)
     throw_error("[model] {} build_graph: {}", hp_.architecture ? hp_.architecture : "model",

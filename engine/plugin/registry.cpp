@@ -16,7 +16,6 @@ namespace kiln {
 const char* component_kind_name(kiln_component_kind kind) {
   switch (kind) {
     case KILN_COMPONENT_MODEL: return "model";
-    case KILN_COMPONENT_CACHE: return "cache";
     case KILN_COMPONENT_REASONING_PARSER: return "reasoning-parser";
     case KILN_COMPONENT_TOOL_PARSER: return "tool-parser";
   }
@@ -24,7 +23,7 @@ const char* component_kind_name(kiln_component_kind kind) {
 }
 
 bool parse_component_kind(std::string_view s, kiln_component_kind* out) {
-  for (auto k : {KILN_COMPONENT_MODEL, KILN_COMPONENT_CACHE, KILN_COMPONENT_REASONING_PARSER, KILN_COMPONENT_TOOL_PARSER})
+  for (auto k : {KILN_COMPONENT_MODEL, KILN_COMPONENT_REASONING_PARSER, KILN_COMPONENT_TOOL_PARSER})
     if (s == component_kind_name(k)) {
       *out = k;
       return true;
@@ -45,7 +44,6 @@ namespace {
 size_t min_vtable_size(uint32_t kind) {
   switch (kind) {
     case KILN_COMPONENT_MODEL: return offsetof(kiln_model_vtable, build_graph) + sizeof(void*);
-    case KILN_COMPONENT_CACHE: return offsetof(kiln_cache_vtable, free_blocks) + sizeof(void*);
     case KILN_COMPONENT_REASONING_PARSER:
     case KILN_COMPONENT_TOOL_PARSER: return offsetof(kiln_parser_vtable, finish) + sizeof(void*);
   }
@@ -90,6 +88,10 @@ bool PluginRegistry::add_descriptor(const kiln_plugin_descriptor* d, const std::
     constexpr size_t kMinComponent = offsetof(kiln_component, model_types) + sizeof(void*);
     if (c.struct_size < kMinComponent)
       return fail(fmt::format("component {} is too small ({} bytes, need {})", i, c.struct_size, kMinComponent));
+    if (c.kind == 2)
+      return fail(fmt::format("component {} has kind 2 (a plugin cache policy), which was retired in kiln ABI 2.0: models "
+                              "declare their per-layer cache kinds and the host owns the caches",
+                              i));
     if (c.kind < KILN_COMPONENT_MODEL || c.kind > KILN_COMPONENT_TOOL_PARSER)
       return fail(fmt::format("component {} has unknown kind {} (this host knows kinds 1-4; is the host older than "
                               "the plugin?)", i, c.kind));

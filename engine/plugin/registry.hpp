@@ -16,7 +16,7 @@ namespace kiln {
 
 struct PluginsConfig;
 
-/** One registered component (a model, cache, reasoning parser or tool-call parser). */
+/** One registered component (a model, reasoning parser or tool-call parser). */
 struct Component {
   kiln_component_kind kind;
   std::string name;
@@ -38,7 +38,7 @@ struct RefusedPlugin {
 };
 
 const char* component_kind_name(kiln_component_kind kind);
-/** "model", "cache", "reasoning-parser", "tool-parser" -> kind; false when unknown. */
+/** "model", "reasoning-parser", "tool-parser" -> kind; false when unknown. */
 bool parse_component_kind(std::string_view s, kiln_component_kind* out);
 
 class PluginRegistry {

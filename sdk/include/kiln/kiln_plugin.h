@@ -3,10 +3,11 @@
  * @brief kiln's plugin C ABI: the only thing that crosses between the host and a plugin `.so`.
  *
  * A plugin exports exactly one symbol, `kiln_plugin_get_descriptor`, returning a const descriptor
- * that lists one or more *components* (a model, a cache, a reasoning parser, a tool-call parser).
- * Only C types cross: no exceptions, no owned STL containers; whoever allocates frees. Every struct
- * starts with `struct_size` and ends with reserved space so it can grow without breaking older
- * binaries. The negotiation rules are written down in sdk/ABI.md.
+ * that lists one or more *components* (a model, a reasoning parser, a tool-call parser). Only C
+ * types cross: no exceptions, no owned STL containers; whoever allocates frees. Every struct starts
+ * with `struct_size` and ends with reserved space so it can grow without breaking older binaries:
+ * the side that allocates a struct sets its size, the other side reads or writes only the fields
+ * that fit in it (KILN_FITS). The negotiation rules are written down in sdk/ABI.md.
  *
  * Plugin authors normally do not use this header directly: `kiln/plugin.hpp` adapts C++ classes.
  */
@@ -21,7 +22,7 @@ extern "C" {
 #endif
 
 /** ABI version. Major: incompatible change. Minor: additions only (new ops, fields, entries). */
-#define KILN_ABI_MAJOR 1
+#define KILN_ABI_MAJOR 2
 #define KILN_ABI_MINOR 0
 
 #if defined(_WIN32)
@@ -29,6 +30,13 @@ extern "C" {
 #else
 #define KILN_EXPORT __attribute__((visibility("default")))
 #endif
+
+/**
+ * Whether `field` of the struct at `ptr` lies within the struct_size its allocator set: readers and
+ * writers of a struct allocated by the other side touch only such fields (ABI.md, "Struct sizes").
+ */
+#define KILN_FITS(ptr, type, field) \
+  ((ptr)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
 
 /** Name of the one symbol every plugin exports. */
 #define KILN_PLUGIN_ENTRY_SYMBOL "kiln_plugin_get_descriptor"
@@ -160,8 +168,11 @@ typedef struct kiln_tensor_decl {
    */
   uint32_t convert;
   uint32_t stack;                 /**< see `name`; 0: a single checkpoint tensor */
+  uint32_t flags;                 /**< KILN_TENSOR_* (none defined yet: 0) */
+  uint32_t reserved0;
   void* reserved[4];
 } kiln_tensor_decl;
+
 
 /** Where the weights come from: tensor names and metadata keys differ (the plugin maps them). */
 typedef enum kiln_checkpoint_format {
@@ -179,7 +190,8 @@ typedef struct kiln_layer_cache_desc {
   int32_t shares_with;            /**< reuse another layer's KV (-1: own) */
   uint32_t n_state;               /**< RECURRENT: number of state tensors */
   int64_t state_shape[2][KILN_MAX_DIMS]; /**< RECURRENT: per-sequence shapes of up to two states */
-  uint32_t state_dtype[2];
+  uint32_t state_dtype[2];        /**< RECURRENT: KILN_DTYPE_F32 (the ops keep state in f32; the host
+                                       refuses any other type) */
   void* reserved[4];
 } kiln_layer_cache_desc;
 
@@ -213,6 +225,9 @@ typedef uint32_t kiln_tensor;
  *   {q_start (first row of the sequence in the token dimension), q_len (its tokens this step),
  *    kv_len (its context length after this step, so its tokens sit at positions
  *    kv_len - q_len ... kv_len - 1), state_slot (its row in recurrent-state tensors)}.
+ * - Recurrent state (CONV1D_CAUSAL, GATED_DELTA): a sequence whose kv_len equals its q_len starts
+ *   this step at position 0 and reads its state as zeros, whatever its slot holds (a slot is reused
+ *   without being cleared); the op then writes the slot.
  */
 typedef enum kiln_op {
   KILN_OP_NONE = 0,
@@ -252,7 +267,10 @@ typedef enum kiln_op {
                                    (updated in place), src3 seqs -> f32 [N, C] (no activation) */
   KILN_OP_GATED_DELTA = 23,   /**< src0 q [N, Hk, Dk], src1 k [N, Hk, Dk], src2 v [N, Hv, Dv],
                                    src3 g (log decay) [N, Hv], src4 beta [N, Hv], src5 state f32
-                                   [slots, Hv, Dk, Dv] (updated in place); seqs is src6 -> f32 [N, Hv, Dv] */
+                                   [slots, Hv, Dk, Dv] (updated in place); seqs is src6 -> f32 [N, Hv, Dv].
+                                   The chunked form's chunks start at positions that are multiples of
+                                   the chunk length, so a state taken at such a position continues
+                                   with the bits of one uninterrupted run. */
   /* Mixture of experts. */
   KILN_OP_TOP_K = 24,       /**< src0 f32 [N, E] -> ids i32 [N, k], descending, ties to the lower index */
   KILN_OP_MOE_WEIGHTS = 25, /**< src0 logits [N, E], src1 ids [N, k], src2 (optional) per-expert scale
@@ -351,6 +369,14 @@ typedef struct kiln_host_ops {
   void* reserved[6];
 } kiln_host_ops;
 
+/** One tensor as the checkpoint stores it (what a model may inspect at creation). */
+typedef struct kiln_checkpoint_tensor {
+  kiln_str name;
+  uint32_t dtype;                /**< kiln_dtype; KILN_DTYPE_ANY for storage-only types (integers, f64) */
+  uint32_t ndim;
+  int64_t shape[KILN_MAX_DIMS];  /**< row-major, outermost first */
+} kiln_checkpoint_tensor;
+
 /** What the host tells a model at creation. */
 typedef struct kiln_model_create_info {
   uint32_t struct_size;
@@ -358,25 +384,37 @@ typedef struct kiln_model_create_info {
   kiln_str config_json;          /**< HF: config.json (text_config merged in for multimodal wrappers);
                                       GGUF: the metadata (tokenizer arrays left out) as a JSON object */
   kiln_str model_type;           /**< HF: `model_type` (text_config's for wrappers); GGUF: general.architecture */
+  /**
+   * Every tensor of the checkpoint (all shards), so a model can choose between spellings
+   * ("model.language_model." or "model." prefixes, fused or per-expert tensors) and refuse a layout
+   * it cannot serve at creation rather than at the first step. Element i is at
+   * (const char*)tensors + i * tensor_stride (the host's sizeof(kiln_checkpoint_tensor)).
+   */
+  const kiln_checkpoint_tensor* tensors;
+  uint32_t n_tensors;
+  uint32_t tensor_stride;
   void* reserved[8];
 } kiln_model_create_info;
 
 /**
- * Description of one step's ragged batch (tokens flattened; no padding). The graph reads the same
- * data from its inputs ("tokens", "positions", "seqs", "logits_rows"); the host copies here are for
- * plugins whose graph shape depends on them. Every token's position is its own sequence's, taken
- * before the step touched the cache.
+ * The shapes of one step's ragged batch (tokens flattened; no padding). build_graph must depend only
+ * on these and on the shapes of the inputs and cache tensors it asks for (host_ops->shape), never on
+ * their contents: the host builds a graph once per shape and runs it for every step of that shape
+ * (ABI.md, "Graphs depend on shapes only"). Token ids, positions, block tables and state slots reach
+ * the graph through its inputs.
  */
 typedef struct kiln_batch_desc {
   uint32_t struct_size;
   uint32_t n_tokens;             /**< N */
   uint32_t n_seqs;               /**< S */
   uint32_t n_outputs;            /**< rows of "logits_rows" (the graph's output rows) */
-  const int32_t* positions;      /**< [N] */
-  const int32_t* seqs;           /**< [S, 4]: q_start, q_len, kv_len, state_slot */
-  void* reserved[6];
+  void* reserved[8];
 } kiln_batch_desc;
 
+/**
+ * A model. hparams, tensor_decl and layer_cache fill a struct the host allocates: the host zeroes it
+ * and sets its struct_size, and the plugin writes only the fields that fit (KILN_FITS).
+ */
 typedef struct kiln_model_vtable {
   uint32_t struct_size;
   uint32_t reserved0;
@@ -395,40 +433,13 @@ typedef struct kiln_model_vtable {
 } kiln_model_vtable;
 
 /* ------------------------------------------------------------------------------------------------
- * Caches: a plugin may provide a cache policy (block accounting for one cache kind). The host's
- * built-in kinds cover full, sliding-window and recurrent layers.
- * --------------------------------------------------------------------------------------------- */
-
-typedef struct kiln_cache_options {
-  uint32_t struct_size;
-  uint32_t block_tokens;         /**< tokens per block */
-  uint64_t n_blocks;             /**< blocks in the pool */
-  void* reserved[8];
-} kiln_cache_options;
-
-typedef struct kiln_cache_vtable {
-  uint32_t struct_size;
-  uint32_t reserved0;
-  void* (*create)(const kiln_cache_options* options, kiln_error* err);
-  void (*destroy)(void* self);
-  /** Makes room for `n_tokens` more tokens of `seq`; KILN_ERR_OUT_OF_MEMORY when the pool is full. */
-  kiln_status (*reserve)(void* self, uint64_t seq, uint32_t n_tokens, kiln_error* err);
-  /** Frees every block of `seq`. */
-  void (*release)(void* self, uint64_t seq);
-  /** Writes up to `cap` block ids of `seq` into `out`; returns how many the sequence holds. */
-  uint32_t (*block_table)(void* self, uint64_t seq, uint32_t* out, uint32_t cap);
-  /** Free blocks left in the pool. */
-  uint64_t (*free_blocks)(void* self);
-  void* reserved[8];
-} kiln_cache_vtable;
-
-/* ------------------------------------------------------------------------------------------------
  * Descriptors
  * --------------------------------------------------------------------------------------------- */
 
 typedef enum kiln_component_kind {
   KILN_COMPONENT_MODEL = 1,
-  KILN_COMPONENT_CACHE = 2,
+  /* 2 was CACHE in ABI 1 (a plugin cache policy no host used); retired: models declare their
+     per-layer cache kinds (kiln_layer_cache_desc) and the host owns every cache. */
   KILN_COMPONENT_REASONING_PARSER = 3,
   KILN_COMPONENT_TOOL_PARSER = 4,
 } kiln_component_kind;
@@ -439,7 +450,7 @@ typedef struct kiln_component {
   uint32_t kind;               /**< kiln_component_kind */
   const char* name;            /**< registry name, e.g. "qwen3_coder"; unique per kind */
   const char* description;     /**< one line for `kiln plugins` */
-  const void* vtable;          /**< kiln_model_vtable / kiln_cache_vtable / kiln_parser_vtable */
+  const void* vtable;          /**< kiln_model_vtable / kiln_parser_vtable */
   /** Model components: NULL-terminated list of config.json `model_type`s served. */
   const char* const* model_types;
   void* reserved[4];

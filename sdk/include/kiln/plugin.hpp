@@ -20,6 +20,7 @@
  */
 #pragma once
 
+#include <kiln/error.hpp>
 #include <kiln/kiln_plugin.h>
 
 #include <cstdint>
@@ -31,16 +32,6 @@
 #include <string_view>
 
 namespace kiln {
-
-/** Thrown inside plugins to report a failure with a specific status. */
-class Error : public std::runtime_error {
- public:
-  Error(kiln_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
-  kiln_status status() const noexcept { return status_; }
-
- private:
-  kiln_status status_;
-};
 
 inline std::string_view view(kiln_str s) { return s.data ? std::string_view(s.data, s.size) : std::string_view(); }
 inline kiln_str str(std::string_view s) { return kiln_str{s.data(), s.size()}; }
@@ -81,9 +72,9 @@ struct ParserOptions {
   static ParserOptions from_c(const kiln_parser_options* o) {
     ParserOptions p;
     if (!o) return p;
-    p.thinking = o->thinking;
-    p.tools_json = view(o->tools_json);
-    p.prompt_tail = view(o->prompt_tail);
+    if (KILN_FITS(o, kiln_parser_options, thinking)) p.thinking = o->thinking;
+    if (KILN_FITS(o, kiln_parser_options, tools_json)) p.tools_json = view(o->tools_json);
+    if (KILN_FITS(o, kiln_parser_options, prompt_tail)) p.prompt_tail = view(o->prompt_tail);
     return p;
   }
 };
@@ -192,7 +183,6 @@ kiln_component reasoning_parser(const char* name, const char* description = "") 
 }  // namespace kiln
 
 #include <kiln/model.hpp>
-#include <kiln/cache.hpp>
 
 #define KILN_PLUGIN_CONCAT_(a, b) a##b
 #define KILN_PLUGIN_CONCAT(a, b) KILN_PLUGIN_CONCAT_(a, b)
@@ -209,7 +199,7 @@ kiln_component reasoning_parser(const char* name, const char* description = "") 
 
 /**
  * Declares a plugin `id` (a C identifier) with a version string and one or more components made by
- * kiln::tool_parser<T>(), kiln::reasoning_parser<T>(), kiln::model<T>() or kiln::cache<T>().
+ * kiln::tool_parser<T>(), kiln::reasoning_parser<T>() or kiln::model<T>().
  */
 #define KILN_PLUGIN(id, version, ...)                                                                        \
   extern "C" const kiln_plugin_descriptor* KILN_PLUGIN_CONCAT(kiln_plugin_descriptor_, id)(uint32_t,          \

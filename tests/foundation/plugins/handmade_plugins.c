@@ -1,6 +1,7 @@
 /* Plain-C test plugins with hand-written descriptors, one per build (TEST_CASE selects):
  *   1 abi major from the future   2 abi minor 0 (host test requires >= 1)   3 declines the host (NULL)
- *   4 descriptor too small        5 component with a NULL vtable            6 tool parser vtable too small */
+ *   4 descriptor too small        5 component with a NULL vtable            6 tool parser vtable too small
+ *   7 a component of kind 2 (CACHE in ABI 1, retired in 2.0) */
 #include <kiln/kiln_plugin.h>
 
 static void* create(const kiln_parser_options* o, kiln_error* e) { (void)o; (void)e; return (void*)1; }
@@ -16,7 +17,13 @@ __attribute__((unused)) static const kiln_parser_vtable vt = {sizeof(kiln_parser
 static const kiln_parser_vtable vt_small = {8, 0, create, destroy, 0, 0, {0}};
 #endif
 
-static const kiln_component comps[] = {{sizeof(kiln_component), KILN_COMPONENT_TOOL_PARSER, "handmade",
+static const kiln_component comps[] = {{sizeof(kiln_component),
+#if TEST_CASE == 7
+                                        2,
+#else
+                                        KILN_COMPONENT_TOOL_PARSER,
+#endif
+                                        "handmade",
 #if TEST_CASE == 5
                                         "", 0,
 #elif TEST_CASE == 6
