@@ -1,5 +1,6 @@
 #include "parse/event_mapper.hpp"
 
+#include <kiln/utf8.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -12,32 +13,12 @@ constexpr int kContent = -2, kReasoning = -1;
 
 std::string dump(const OJson& j) { return j.dump(-1, ' ', false, OJson::error_handler_t::replace); }
 
-bool valid_utf8(std::string_view s) {
-  size_t i = 0, n = s.size();
-  while (i < n) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    if (len == 0 || i + len > n || c == 0xC0 || c == 0xC1 || c > 0xF4) return false;
-    for (size_t k = 1; k < len; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
-    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F))
-      return false;  // overlong, surrogate or beyond U+10FFFF
-    i += len;
-  }
-  return true;
-}
-
 /**
  * Appends `s` as a JSON string. Deltas are built by hand (one per generated token, so this is the
  * hot path); text that is not valid UTF-8 goes through nlohmann's U+FFFD replacement instead.
  */
 void append_string(std::string& out, std::string_view s) {
-  if (!valid_utf8(s)) {
+  if (!utf8::is_valid(s)) {
     out += dump(OJson(std::string(s)));
     return;
   }

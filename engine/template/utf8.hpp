@@ -3,11 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <kiln/utf8.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace kiln::tmpl::utf8 {
+
+using kiln::utf8::first_invalid;  // the one validator, shared with the plugins through the SDK
 
 /** Decodes one code point at s[i], advancing i. Invalid bytes decode as themselves (never throws). */
 char32_t next(std::string_view s, size_t& i);
@@ -16,8 +19,6 @@ std::vector<char32_t> decode(std::string_view s);
 std::string encode(const std::vector<char32_t>& cps, size_t begin, size_t end);
 size_t length(std::string_view s);
 bool is_ascii(std::string_view s);
-/** Byte offset of the first invalid sequence, or npos when s is valid UTF-8. */
-size_t first_invalid(std::string_view s);
 
 /** Python's str.isspace() on one code point. */
 bool is_space(char32_t c);

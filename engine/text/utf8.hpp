@@ -5,18 +5,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <kiln/utf8.hpp>
 #include <string>
 #include <string_view>
 
 namespace kiln::text::utf8 {
 
+using kiln::utf8::is_valid;  // the one validator, shared with the plugins through the SDK
+
 inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
 /** Appends the UTF-8 encoding of `cp` (must be a scalar value). */
 void append(std::string& out, char32_t cp);
-
-/** True when `s` is well-formed UTF-8 (no surrogates, no overlongs, nothing above U+10FFFF). */
-bool is_valid(std::string_view s);
 
 /** Appends `s` with every maximal invalid subpart replaced by U+FFFD. */
 void append_lossy(std::string& out, std::string_view s);
