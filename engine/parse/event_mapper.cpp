@@ -1,5 +1,6 @@
 #include "parse/event_mapper.hpp"
 
+#include <kiln/json_escape.hpp>
 #include <kiln/utf8.hpp>
 #include <nlohmann/json.hpp>
 
@@ -15,37 +16,15 @@ std::string dump(const OJson& j) { return j.dump(-1, ' ', false, OJson::error_ha
 
 /**
  * Appends `s` as a JSON string. Deltas are built by hand (one per generated token, so this is the
- * hot path); text that is not valid UTF-8 goes through nlohmann's U+FFFD replacement instead.
+ * hot path) with the SDK's escaper, the one the parser plugins write arguments with; text that is
+ * not valid UTF-8 goes through nlohmann's U+FFFD replacement instead.
  */
 void append_string(std::string& out, std::string_view s) {
   if (!utf8::is_valid(s)) {
     out += dump(OJson(std::string(s)));
     return;
   }
-  static const char hex[] = "0123456789abcdef";
-  out += '"';
-  size_t run = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out.append(s.data() + run, i - run);
-    run = i + 1;
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        out += "\\u00";
-        out += hex[c >> 4];
-        out += hex[c & 15];
-    }
-  }
-  out.append(s.data() + run, s.size() - run);
-  out += '"';
+  append_json_string(out, s);
 }
 
 /** Length of `s` without an incomplete UTF-8 sequence at its end. */

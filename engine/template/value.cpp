@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <kiln/json_escape.hpp>
 
 #include "template/utf8.hpp"
 
@@ -453,34 +454,30 @@ std::vector<Value> iterate(const Value& v) {
 
 // ---------------------------------------------------------------------------------------------
 // json.dumps
+//
+// The escapes are the SDK's (kiln/json_escape.hpp), so tojson writes what the parsers and deltas
+// write. The walk is Python's, by code point, which is why this does not call append_json_escaped():
+// ensure_ascii writes every code point from 0x7F up as \uXXXX (a surrogate pair above the BMP), and
+// a stray byte of invalid UTF-8 comes out as the code point of the same value, never as itself.
 
 static void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out += '"';
   for (size_t i = 0; i < s.size();) {
     const char32_t c = utf8::next(s, i);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default: {
-        char buf[16];
-        if (c < 0x20 || (ensure_ascii && c >= 0x7F)) {
-          if (c >= 0x10000) {
-            const char32_t x = c - 0x10000;
-            std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", static_cast<unsigned>(0xD800 + (x >> 10)),
-                          static_cast<unsigned>(0xDC00 + (x & 0x3FF)));
-          } else {
-            std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          }
-          out += buf;
-        } else {
-          utf8::append(out, c);
-        }
+    if (c < 0x80 && json_needs_escape(static_cast<unsigned char>(c))) {
+      append_json_escape(out, static_cast<unsigned char>(c));
+    } else if (ensure_ascii && c >= 0x7F) {
+      char buf[16];
+      if (c >= 0x10000) {
+        const char32_t x = c - 0x10000;
+        std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", static_cast<unsigned>(0xD800 + (x >> 10)),
+                      static_cast<unsigned>(0xDC00 + (x & 0x3FF)));
+      } else {
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
       }
+      out += buf;
+    } else {
+      utf8::append(out, c);
     }
   }
   out += '"';

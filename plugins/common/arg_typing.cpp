@@ -1,5 +1,6 @@
 #include "arg_typing.hpp"
 
+#include <kiln/json_escape.hpp>
 #include <kiln/plugin.hpp>
 
 #include <charconv>
@@ -211,14 +212,14 @@ class PyParser {
 
 void dump_into(std::string& out, const OrderedJson& v) {
   switch (v.type()) {
-    case OrderedJson::value_t::string: append_json_string(out, v.get_ref<const std::string&>()); return;
+    case OrderedJson::value_t::string: kiln::append_json_string(out, v.get_ref<const std::string&>()); return;
     case OrderedJson::value_t::object: {
       out += '{';
       bool first = true;
       for (const auto& [k, x] : v.items()) {
         if (!first) out += ", ";
         first = false;
-        append_json_string(out, k);
+        kiln::append_json_string(out, k);
         out += ": ";
         dump_into(out, x);
       }
@@ -329,37 +330,6 @@ const Json* ToolSchemas::items(const Json* schema) {
   return it == schema->end() || !it->is_object() ? nullptr : &*it;
 }
 
-void append_json_escaped(std::string& out, std::string_view s) {
-  static const char hex[] = "0123456789abcdef";
-  size_t run = 0;  // copy unescaped runs in one go
-  for (size_t i = 0; i < s.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out.append(s.data() + run, i - run);
-    run = i + 1;
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        out += "\\u00";
-        out += hex[c >> 4];
-        out += hex[c & 15];
-    }
-  }
-  out.append(s.data() + run, s.size() - run);
-}
-
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  append_json_escaped(out, s);
-  out += '"';
-}
-
 std::string dump(const OrderedJson& v) {
   std::string out;
   dump_into(out, v);
@@ -396,7 +366,7 @@ std::string coerce(std::string_view raw, const TypeInfo& type) {
   unsigned k = type.kinds;
   std::string out;
   if (k == 0 || k == kString) {
-    append_json_string(out, raw);
+    kiln::append_json_string(out, raw);
     return out;
   }
   std::string_view t = trim(raw);
@@ -420,7 +390,7 @@ std::string coerce(std::string_view raw, const TypeInfo& type) {
     if (!v.is_discarded() && fits(v)) return dump(v);
     if (auto py = parse_python_literal(t); py && fits(*py)) return dump(*py);
   }
-  append_json_string(out, raw);  // string, or nothing fitted: keep the text rather than drop it
+  kiln::append_json_string(out, raw);  // string, or nothing fitted: keep the text rather than drop it
   return out;
 }
 

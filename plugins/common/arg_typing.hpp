@@ -1,4 +1,5 @@
-// Schema-driven typing of tool-call argument values, and the JSON text writer the parsers emit with.
+// Schema-driven typing of tool-call argument values, and the JSON text writer the parsers emit with
+// (strings escaped by kiln/json_escape.hpp, the SDK's one escaper).
 //
 // The model writes argument values as raw text (`22.5`, `True`, `{'a': 1}`); the request's tools JSON
 // schema says what each should become. Everything here returns JSON *text* rather than a json value
@@ -57,10 +58,6 @@ class ToolSchemas {
   std::map<std::string, const Json*, std::less<>> by_name_;
 };
 
-/** Appends `s` as a JSON string literal; bytes >= 0x80 pass through unchanged (no \u escapes). */
-void append_json_string(std::string& out, std::string_view s);
-/** Appends the escaped body of a JSON string (no quotes): pieces escape exactly like the whole. */
-void append_json_escaped(std::string& out, std::string_view s);
 /** JSON text of a value with Python's json.dumps separators (", " and ": "), insertion order. */
 std::string dump(const OrderedJson& v);
 /** True when `s` is exactly a JSON number (RFC 8259 grammar). */

@@ -1,5 +1,7 @@
 #include "gemma4_tool_calls.hpp"
 
+#include <kiln/json_escape.hpp>
+
 #include "tag_scan.hpp"
 
 namespace gemma4 {
@@ -60,7 +62,7 @@ class BodyReader {
       ++p_;
       if (!first) out += ", ";
       first = false;
-      append_json_string(out, key);
+      kiln::append_json_string(out, key);
       out += ": ";
       if (!value(resolve_type(ToolSchemas::property(schema, key)), out, depth + 1)) return false;
     }
@@ -118,7 +120,7 @@ class BodyReader {
   /** A delimited string keeps its type unless the schema asks for something a string cannot be. */
   static void typed_string(std::string_view text, const TypeInfo& t, std::string& out) {
     if (t.kinds == 0 || (t.kinds & kString))
-      append_json_string(out, text);
+      kiln::append_json_string(out, text);
     else
       out += coerce(text, t);
   }
@@ -138,7 +140,7 @@ class BodyReader {
     } else if (is_json_number(tok)) {
       out += coerce(tok, TypeInfo{kInteger | kNumber, nullptr});  // keeps its spelling unless infinite
     } else {
-      append_json_string(out, tok);
+      kiln::append_json_string(out, tok);
     }
   }
 

@@ -1,5 +1,7 @@
 #include "qwen3_coder_tool_parser.hpp"
 
+#include <kiln/json_escape.hpp>
+
 #include "tag_scan.hpp"
 
 namespace qwen3_coder {
@@ -198,7 +200,7 @@ void ToolParser::begin_value(std::string key, kiln::EventSink& out) {
   if (streaming_) {  // `"key": "` now, the text as it arrives, `"` at the end
     frag_.clear();
     if (n_params_) frag_ += ", ";
-    append_json_string(frag_, key_);
+    kiln::append_json_string(frag_, key_);
     frag_ += ": \"";
     out.tool_call_arguments(calls_, frag_);
   }
@@ -219,7 +221,7 @@ bool ToolParser::step_value(bool eof, kiln::EventSink& out) {
     if (limit > emitted_ && s[limit - 1] == '\n') --limit;  // may be the delimiter newline
     if (limit <= emitted_) return;
     frag_.clear();
-    append_json_escaped(frag_, s.substr(emitted_, limit - emitted_));
+    kiln::append_json_escaped(frag_, s.substr(emitted_, limit - emitted_));
     out.tool_call_arguments(calls_, frag_);
     emitted_ = limit;
   };
@@ -303,11 +305,11 @@ void ToolParser::end_value(size_t value_len, kiln::EventSink& out) {
   if (!v.empty() && v.back() == '\n') v.remove_suffix(1);
   frag_.clear();
   if (streaming_) {
-    if (emitted_ < v.size()) append_json_escaped(frag_, v.substr(emitted_));
+    if (emitted_ < v.size()) kiln::append_json_escaped(frag_, v.substr(emitted_));
     frag_ += '"';
   } else {
     if (n_params_) frag_ += ", ";
-    append_json_string(frag_, key_);
+    kiln::append_json_string(frag_, key_);
     frag_ += ": ";
     frag_ += coerce(v, type_);
   }
