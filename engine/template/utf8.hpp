@@ -10,11 +10,12 @@
 
 namespace kiln::tmpl::utf8 {
 
-using kiln::utf8::first_invalid;  // the one validator, shared with the plugins through the SDK
+// The one validator and encoder, shared with the plugins through the SDK.
+using kiln::utf8::append;
+using kiln::utf8::first_invalid;
 
 /** Decodes one code point at s[i], advancing i. Invalid bytes decode as themselves (never throws). */
 char32_t next(std::string_view s, size_t& i);
-void append(std::string& out, char32_t cp);
 std::vector<char32_t> decode(std::string_view s);
 std::string encode(const std::vector<char32_t>& cps, size_t begin, size_t end);
 size_t length(std::string_view s);

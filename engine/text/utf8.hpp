@@ -11,12 +11,11 @@
 
 namespace kiln::text::utf8 {
 
-using kiln::utf8::is_valid;  // the one validator, shared with the plugins through the SDK
+// The one validator and encoder, shared with the plugins through the SDK.
+using kiln::utf8::append;
+using kiln::utf8::is_valid;
 
 inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
-
-/** Appends the UTF-8 encoding of `cp` (must be a scalar value). */
-void append(std::string& out, char32_t cp);
 
 /** Appends `s` with every maximal invalid subpart replaced by U+FFFD. */
 void append_lossy(std::string& out, std::string_view s);

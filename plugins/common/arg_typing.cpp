@@ -2,6 +2,7 @@
 
 #include <kiln/json_escape.hpp>
 #include <kiln/plugin.hpp>
+#include <kiln/utf8.hpp>
 
 #include <charconv>
 #include <cmath>
@@ -185,7 +186,7 @@ class PyParser {
           auto r = std::from_chars(s_.data() + p_, s_.data() + p_ + n, cp, 16);
           if (r.ptr != s_.data() + p_ + n) return std::nullopt;
           p_ += n;
-          append_utf8(out, cp);
+          kiln::utf8::append(out, cp);
           break;
         }
         default: out += e; break;  // \\ \' \" and unknown escapes keep the character
@@ -193,19 +194,6 @@ class PyParser {
     }
     return std::nullopt;
   }
-  static void append_utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
   std::string_view s_;
   size_t p_ = 0;
 };

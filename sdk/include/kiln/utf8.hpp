@@ -1,6 +1,7 @@
 /**
  * @file utf8.hpp
- * @brief UTF-8 validation, header-only: the one validator that plugins and the host both use.
+ * @brief UTF-8 validation and encoding, header-only: the one validator and the one encoder that
+ *        plugins and the host both use.
  *
  * Well-formed means Unicode's Table 3-7: no overlong forms, no surrogates, nothing above U+10FFFF,
  * no truncated sequence at the end.
@@ -10,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 namespace kiln::utf8 {
@@ -72,6 +74,28 @@ inline std::size_t first_invalid(std::string_view s) noexcept {
 /** True when `s` is well-formed UTF-8. */
 inline bool is_valid(std::string_view s) noexcept {
   return first_invalid(s) == std::string_view::npos;
+}
+
+/**
+ * Appends the UTF-8 encoding of `cp`. Meant for scalar values; a surrogate still gets the three-byte
+ * form and a value above U+10FFFF the four-byte form of its low 21 bits (neither is well-formed).
+ */
+inline void append(std::string& out, char32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | ((cp >> 18) & 0x07));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
 }
 
 }  // namespace kiln::utf8
