@@ -1,18 +1,19 @@
 // Independent checks of the CPU reference backend: each op against hand-computed values or naive
 // double-precision loops written here, so the oracle of the op harness is itself checked.
-#include "op_harness.hpp"
-
-#include "backend/cpu/common.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
 
+#include "backend/cpu/common.hpp"
+#include "op_harness.hpp"
+
 namespace kiln::test {
 namespace {
 
-Device& cpu() { return backend::Registry::instance().cpu(); }
+Device& cpu() {
+  return backend::Registry::instance().cpu();
+}
 
 kiln_op_params params(std::function<void(kiln_op_params&)> f) {
   kiln_op_params p{};
@@ -20,7 +21,9 @@ kiln_op_params params(std::function<void(kiln_op_params&)> f) {
   return p;
 }
 
-std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+std::vector<float> to_float(const std::vector<double>& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
 
 // ------------------------------------------------------------------------------------------------
 // Conversions
@@ -32,7 +35,7 @@ TEST(CpuReference, HalfConversionRoundTripsEveryValue) {
     ASSERT_EQ(backend::cpu::f32_to_f16(f), h) << h;
   }
   EXPECT_EQ(backend::cpu::f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);  // tie to even
-  EXPECT_EQ(backend::cpu::f32_to_f16(1e6f), 0x7c00);                 // overflow to inf
+  EXPECT_EQ(backend::cpu::f32_to_f16(1e6f), 0x7c00);                // overflow to inf
   EXPECT_EQ(backend::cpu::f32_to_bf16(1.0f), 0x3f80);
 }
 
@@ -55,7 +58,9 @@ TEST(CpuReference, QuantizedMatmulEqualsDequantizedF32Matmul) {
     std::vector<double> ref(static_cast<size_t>(N * M));
     for (int64_t n = 0; n < N; ++n)
       for (int64_t m = 0; m < M; ++m)
-        for (int64_t k = 0; k < K; ++k) ref[static_cast<size_t>(n * M + m)] += static_cast<double>(xf[static_cast<size_t>(n * K + k)]) * wf[static_cast<size_t>(m * K + k)];
+        for (int64_t k = 0; k < K; ++k)
+          ref[static_cast<size_t>(n * M + m)] +=
+              static_cast<double>(xf[static_cast<size_t>(n * K + k)]) * wf[static_cast<size_t>(m * K + k)];
     EXPECT_LT(nmse(out[0].f, to_float(ref)), 1e-12);
   }
 }
@@ -84,7 +89,8 @@ TEST(CpuReference, MoeMatmulEqualsPerSlotMatmul) {
       for (int64_t m = 0; m < M; ++m)
         for (int64_t kk = 0; kk < K; ++kk)
           ref[static_cast<size_t>((n * k + j) * M + m)] +=
-              static_cast<double>(xf[static_cast<size_t>(n * K + kk)]) * wf[static_cast<size_t>((ids[static_cast<size_t>(n * k + j)] * M + m) * K + kk)];
+              static_cast<double>(xf[static_cast<size_t>(n * K + kk)]) *
+              wf[static_cast<size_t>((ids[static_cast<size_t>(n * k + j)] * M + m) * K + kk)];
   EXPECT_LT(nmse(out[0].f, to_float(ref)), 1e-12);
 }
 
@@ -99,14 +105,16 @@ TEST(CpuReference, ActivationsMatchTheirFormulas) {
   };
   for (F f : {F{KILN_OP_SILU, [](double v) { return v / (1 + std::exp(-v)); }},
               F{KILN_OP_SIGMOID, [](double v) { return 1 / (1 + std::exp(-v)); }},
-              F{KILN_OP_GELU_TANH, [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); }},
+              F{KILN_OP_GELU_TANH,
+                [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); }},
               F{KILN_OP_SOFTPLUS, [](double v) { return v > 20 ? v : std::log1p(std::exp(v)); }},
               F{KILN_OP_SOFTCAP, [](double v) { return 30 * std::tanh(v / 30); }},
               F{KILN_OP_EXP, [](double v) { return std::exp(v); }}}) {
     OpGraph g;
     g.output(g.op(f.op, {g.f32_values({11}, xs)}, params([](auto& p) { p.cap = 30; })));
     const auto out = g.run(cpu());
-    for (size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(out[0].f[i], f.f(xs[i]), 1e-5 * std::max(1.0, std::fabs(f.f(xs[i])))) << xs[i];
+    for (size_t i = 0; i < xs.size(); ++i)
+      EXPECT_NEAR(out[0].f[i], f.f(xs[i]), 1e-5 * std::max(1.0, std::fabs(f.f(xs[i])))) << xs[i];
   }
   OpGraph g;
   g.output(g.op(KILN_OP_SCALE, {g.f32_values({2}, {1, -2})}, params([](auto& p) { p.scale = 3, p.bias = 0.5f; })));
@@ -130,9 +138,12 @@ TEST(CpuReference, NormsMatchNaiveLoops) {
   const float eps = 1e-6f;
   for (int mode : {KILN_NORM_WEIGHT, KILN_NORM_ONE_PLUS, KILN_NORM_NONE, KILN_NORM_GATED}) {
     const auto p = params([&](auto& q) { q.eps = eps, q.mode = mode; });
-    if (mode == KILN_NORM_NONE) g.output(g.op(KILN_OP_RMS_NORM, {x}, p));
-    else if (mode == KILN_NORM_GATED) g.output(g.op(KILN_OP_RMS_NORM, {x, w, z}, p));
-    else g.output(g.op(KILN_OP_RMS_NORM, {x, w}, p));
+    if (mode == KILN_NORM_NONE)
+      g.output(g.op(KILN_OP_RMS_NORM, {x}, p));
+    else if (mode == KILN_NORM_GATED)
+      g.output(g.op(KILN_OP_RMS_NORM, {x, w, z}, p));
+    else
+      g.output(g.op(KILN_OP_RMS_NORM, {x, w}, p));
   }
   g.output(g.op(KILN_OP_L2_NORM, {x}, params([&](auto& q) { q.eps = eps; })));
   g.output(g.op(KILN_OP_SOFTMAX, {x}, params([](auto& q) { q.scale = 2; })));
@@ -141,7 +152,8 @@ TEST(CpuReference, NormsMatchNaiveLoops) {
   std::vector<std::vector<double>> ref(6, std::vector<double>(static_cast<size_t>(R * D)));
   for (int64_t r = 0; r < R; ++r) {
     double ss = 0, mx = -1e300, se = 0;
-    for (int64_t i = 0; i < D; ++i) ss += static_cast<double>(xf[static_cast<size_t>(r * D + i)]) * xf[static_cast<size_t>(r * D + i)];
+    for (int64_t i = 0; i < D; ++i)
+      ss += static_cast<double>(xf[static_cast<size_t>(r * D + i)]) * xf[static_cast<size_t>(r * D + i)];
     for (int64_t i = 0; i < D; ++i) mx = std::max(mx, 2.0 * xf[static_cast<size_t>(r * D + i)]);
     for (int64_t i = 0; i < D; ++i) se += std::exp(2.0 * xf[static_cast<size_t>(r * D + i)] - mx);
     const double inv = 1 / std::sqrt(ss / D + eps);
@@ -176,13 +188,17 @@ void check_rope(int mode, int64_t D, int n_dims, int n_freq, float theta) {
   for (int64_t t = 0; t < 4; ++t)
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t i = 0; i < nf; ++i) {
-        const double inv = 1.0 / std::pow(static_cast<double>(theta), 2.0 * static_cast<double>(i) / static_cast<double>(span));
+        const double inv =
+            1.0 / std::pow(static_cast<double>(theta), 2.0 * static_cast<double>(i) / static_cast<double>(span));
         // fp32 angle, as documented (HF computes pos · inv_freq in fp32).
-        const double ang = static_cast<float>(static_cast<float>(pos[static_cast<size_t>(t)]) * static_cast<float>(inv));
+        const double ang =
+            static_cast<float>(static_cast<float>(pos[static_cast<size_t>(t)]) * static_cast<float>(inv));
         const int64_t a = mode == KILN_ROPE_NEOX ? i : 2 * i, b = mode == KILN_ROPE_NEOX ? i + half : 2 * i + 1;
         const size_t base = static_cast<size_t>((t * 2 + h) * D);
-        ref[base + static_cast<size_t>(a)] = xf[base + static_cast<size_t>(a)] * std::cos(ang) - xf[base + static_cast<size_t>(b)] * std::sin(ang);
-        ref[base + static_cast<size_t>(b)] = xf[base + static_cast<size_t>(b)] * std::cos(ang) + xf[base + static_cast<size_t>(a)] * std::sin(ang);
+        ref[base + static_cast<size_t>(a)] =
+            xf[base + static_cast<size_t>(a)] * std::cos(ang) - xf[base + static_cast<size_t>(b)] * std::sin(ang);
+        ref[base + static_cast<size_t>(b)] =
+            xf[base + static_cast<size_t>(b)] * std::cos(ang) + xf[base + static_cast<size_t>(a)] * std::sin(ang);
       }
   for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(out[i], ref[i], 2e-6) << i;
   // Untouched dims are copied exactly.
@@ -196,10 +212,10 @@ void check_rope(int mode, int64_t D, int n_dims, int n_freq, float theta) {
 }
 
 TEST(CpuReference, RopeFullPartialProportional) {
-  check_rope(KILN_ROPE_NEOX, 8, 0, 0, 10000);      // full
-  check_rope(KILN_ROPE_NEOX, 16, 4, 0, 1e7f);      // Qwen3.5 partial: first quarter
-  check_rope(KILN_ROPE_NEOX, 16, 16, 2, 1e6f);     // Gemma 4 proportional: dims 0,1 and 8,9 rotate
-  check_rope(KILN_ROPE_NORMAL, 12, 8, 0, 100);     // adjacent pairs
+  check_rope(KILN_ROPE_NEOX, 8, 0, 0, 10000);   // full
+  check_rope(KILN_ROPE_NEOX, 16, 4, 0, 1e7f);   // Qwen3.5 partial: first quarter
+  check_rope(KILN_ROPE_NEOX, 16, 16, 2, 1e6f);  // Gemma 4 proportional: dims 0,1 and 8,9 rotate
+  check_rope(KILN_ROPE_NORMAL, 12, 8, 0, 100);  // adjacent pairs
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -213,26 +229,30 @@ TEST(CpuReference, PagedAttentionMatchesDenseReference) {
     float cap, scale;
     DType t;
   };
-  for (const A& a : {A{{{1, 23}, {6, 6}, {4, 17}}, 4, 2, 16, 4, 0, 0, 0, DType::f32},
-                     A{{{1, 23}, {7, 19}}, 6, 2, 8, 8, 5, 0, 0.5f, DType::f16},
-                     A{{{3, 9}}, 2, 1, 32, 2, 0, 2.0f, 0, DType::bf16}}) {
+  for (const A& a :
+       {A{{{1, 23}, {6, 6}, {4, 17}}, 4, 2, 16, 4, 0, 0, 0, DType::f32},
+        A{{{1, 23}, {7, 19}}, 6, 2, 8, 8, 5, 0, 0.5f, DType::f16}, A{{{3, 9}}, 2, 1, 32, 2, 0, 2.0f, 0, DType::bf16}}) {
     OpGraph g(21);
     int64_t mb = 0, nb = 0, n = 0;
-    for (auto [q, kv] : a.lens) mb = std::max<int64_t>(mb, (kv + a.bs - 1) / a.bs), nb += (kv + a.bs - 1) / a.bs, n += q;
+    for (auto [q, kv] : a.lens)
+      mb = std::max<int64_t>(mb, (kv + a.bs - 1) / a.bs), nb += (kv + a.bs - 1) / a.bs, n += q;
     std::vector<int32_t> table(a.lens.size() * static_cast<size_t>(mb), -1), seqs;
     std::vector<int32_t> perm(static_cast<size_t>(nb));
     std::iota(perm.rbegin(), perm.rend(), 0);  // blocks in reverse order: a non-trivial table
     size_t next = 0;
     int start = 0;
     for (size_t s = 0; s < a.lens.size(); ++s) {
-      for (int64_t b = 0; b < (a.lens[s].second + a.bs - 1) / a.bs; ++b) table[s * static_cast<size_t>(mb) + static_cast<size_t>(b)] = perm[next++];
+      for (int64_t b = 0; b < (a.lens[s].second + a.bs - 1) / a.bs; ++b)
+        table[s * static_cast<size_t>(mb) + static_cast<size_t>(b)] = perm[next++];
       seqs.insert(seqs.end(), {start, a.lens[s].first, a.lens[s].second, 0});
       start += a.lens[s].first;
     }
-    const uint32_t kc = g.cache(a.t, {nb, a.bs, a.hkv, a.d}, false, "k"), vc = g.cache(a.t, {nb, a.bs, a.hkv, a.d}, false, "v");
+    const uint32_t kc = g.cache(a.t, {nb, a.bs, a.hkv, a.d}, false, "k"),
+                   vc = g.cache(a.t, {nb, a.bs, a.hkv, a.d}, false, "v");
     const uint32_t q = g.f32({n, a.hq, a.d});
-    g.output(g.op(KILN_OP_ATTENTION, {q, kc, vc, g.i32({static_cast<int64_t>(a.lens.size()), mb}, table),
-                                      g.i32({static_cast<int64_t>(a.lens.size()), 4}, seqs)},
+    g.output(g.op(KILN_OP_ATTENTION,
+                  {q, kc, vc, g.i32({static_cast<int64_t>(a.lens.size()), mb}, table),
+                   g.i32({static_cast<int64_t>(a.lens.size()), 4}, seqs)},
                   params([&](auto& p) { p.window = a.window, p.cap = a.cap, p.scale = a.scale; })));
     const auto out = g.run(cpu())[0].f;
     const auto qf = g.data_f32(q), kf = g.data_f32(kc), vf = g.data_f32(vc);
@@ -254,7 +274,8 @@ TEST(CpuReference, PagedAttentionMatchesDenseReference) {
           for (int64_t j = 0; j <= p; ++j) {
             if (a.window && p - j >= a.window) continue;
             double dotv = 0;
-            for (int64_t d = 0; d < a.d; ++d) dotv += qf[static_cast<size_t>((row * a.hq + h) * a.d + d)] * at(kf, j, hk, d);
+            for (int64_t d = 0; d < a.d; ++d)
+              dotv += qf[static_cast<size_t>((row * a.hq + h) * a.d + d)] * at(kf, j, hk, d);
             double v = dotv * scale;
             if (a.cap) v = a.cap * std::tanh(v / a.cap);
             l[static_cast<size_t>(j)] = v;
@@ -284,12 +305,14 @@ TEST(CpuReference, Conv1dCarriesStateAcrossCalls) {
   std::vector<float> x(static_cast<size_t>(T * C)), w(static_cast<size_t>(C * K)), st(static_cast<size_t>((K - 1) * C));
   for (auto* v : {&x, &w, &st})
     for (float& f : *v) f = u(rng);
+  // The tokens sit at positions 9.. (a state restored at position 9): the state is read.
   auto run = [&](int64_t t0, int64_t len, std::vector<float>& state) {
     OpGraph g;
     const uint32_t s = g.cache_values(DType::f32, {1, K - 1, C}, state, "state");
     std::vector<float> xs(x.begin() + t0 * C, x.begin() + (t0 + len) * C);
-    g.output(g.op(KILN_OP_CONV1D_CAUSAL, {g.f32_values({len, C}, xs), g.f32_values({C, K}, w), s,
-                                          g.i32({1, 4}, {0, static_cast<int32_t>(len), static_cast<int32_t>(t0 + len), 0})}));
+    g.output(g.op(KILN_OP_CONV1D_CAUSAL,
+                  {g.f32_values({len, C}, xs), g.f32_values({C, K}, w), s,
+                   g.i32({1, 4}, {0, static_cast<int32_t>(len), static_cast<int32_t>(9 + t0 + len), 0})}));
     auto out = g.run(cpu());
     state = out[1].f;
     return out[0].f;
@@ -308,7 +331,8 @@ TEST(CpuReference, Conv1dCarriesStateAcrossCalls) {
     for (int64_t c = 0; c < C; ++c)
       for (int64_t j = 0; j < K; ++j) {
         const int64_t src = t - (K - 1) + j;  // index into [state; x]
-        const double in = src < 0 ? st[static_cast<size_t>((src + K - 1) * C + c)] : x[static_cast<size_t>(src * C + c)];
+        const double in =
+            src < 0 ? st[static_cast<size_t>((src + K - 1) * C + c)] : x[static_cast<size_t>(src * C + c)];
         ref[static_cast<size_t>(t * C + c)] += w[static_cast<size_t>(c * K + j)] * in;
       }
   EXPECT_LT(nmse(whole, to_float(ref)), 1e-13);
@@ -337,10 +361,12 @@ DeltaInputs delta_inputs(int64_t T, uint32_t seed) {
   fill(in.k, static_cast<size_t>(T * in.Hk * in.Dk), u);
   for (int64_t r = 0; r < T * in.Hk; ++r) {  // unit-norm keys, scaled queries (as the model feeds them)
     double ss = 0, sq = 0;
-    for (int64_t d = 0; d < in.Dk; ++d) ss += in.k[static_cast<size_t>(r * in.Dk + d)] * in.k[static_cast<size_t>(r * in.Dk + d)],
-                                         sq += in.q[static_cast<size_t>(r * in.Dk + d)] * in.q[static_cast<size_t>(r * in.Dk + d)];
-    for (int64_t d = 0; d < in.Dk; ++d) in.k[static_cast<size_t>(r * in.Dk + d)] /= static_cast<float>(std::sqrt(ss)),
-                                         in.q[static_cast<size_t>(r * in.Dk + d)] /= static_cast<float>(std::sqrt(sq) * std::sqrt(in.Dk));
+    for (int64_t d = 0; d < in.Dk; ++d)
+      ss += in.k[static_cast<size_t>(r * in.Dk + d)] * in.k[static_cast<size_t>(r * in.Dk + d)],
+          sq += in.q[static_cast<size_t>(r * in.Dk + d)] * in.q[static_cast<size_t>(r * in.Dk + d)];
+    for (int64_t d = 0; d < in.Dk; ++d)
+      in.k[static_cast<size_t>(r * in.Dk + d)] /= static_cast<float>(std::sqrt(ss)),
+          in.q[static_cast<size_t>(r * in.Dk + d)] /= static_cast<float>(std::sqrt(sq) * std::sqrt(in.Dk));
   }
   fill(in.v, static_cast<size_t>(T * in.Hv * in.Dv), u);
   fill(in.g, static_cast<size_t>(T * in.Hv), gd);
@@ -349,17 +375,23 @@ DeltaInputs delta_inputs(int64_t T, uint32_t seed) {
   return in;
 }
 
-/** Runs tokens [t0, t0+len) from `state` with `mode`; returns outputs and updates state. */
-std::vector<float> run_delta(const DeltaInputs& in, int64_t t0, int64_t len, int mode, int chunk, std::vector<float>& state) {
+/**
+ * Runs tokens [t0, t0+len) from `state` with `mode`; returns outputs and updates state. Token 0 of
+ * the inputs sits at position `pos0` (0: the sequence's start, where the state is read as zeros).
+ */
+std::vector<float> run_delta(const DeltaInputs& in, int64_t t0, int64_t len, int mode, int chunk,
+                             std::vector<float>& state, int64_t pos0 = 5) {
   OpGraph g;
   auto sl = [&](const std::vector<float>& v, int64_t per) {
     return std::vector<float>(v.begin() + t0 * per, v.begin() + (t0 + len) * per);
   };
   const uint32_t s = g.cache_values(DType::f32, {1, in.Hv, in.Dk, in.Dv}, state, "state");
   g.output(g.op(KILN_OP_GATED_DELTA,
-                {g.f32_values({len, in.Hk, in.Dk}, sl(in.q, in.Hk * in.Dk)), g.f32_values({len, in.Hk, in.Dk}, sl(in.k, in.Hk * in.Dk)),
-                 g.f32_values({len, in.Hv, in.Dv}, sl(in.v, in.Hv * in.Dv)), g.f32_values({len, in.Hv}, sl(in.g, in.Hv)),
-                 g.f32_values({len, in.Hv}, sl(in.beta, in.Hv)), s, g.i32({1, 4}, {0, static_cast<int32_t>(len), static_cast<int32_t>(t0 + len), 0})},
+                {g.f32_values({len, in.Hk, in.Dk}, sl(in.q, in.Hk * in.Dk)),
+                 g.f32_values({len, in.Hk, in.Dk}, sl(in.k, in.Hk * in.Dk)),
+                 g.f32_values({len, in.Hv, in.Dv}, sl(in.v, in.Hv * in.Dv)),
+                 g.f32_values({len, in.Hv}, sl(in.g, in.Hv)), g.f32_values({len, in.Hv}, sl(in.beta, in.Hv)), s,
+                 g.i32({1, 4}, {0, static_cast<int32_t>(len), static_cast<int32_t>(pos0 + t0 + len), 0})},
                 params([&](auto& p) { p.mode = mode, p.chunk = chunk; })));
   auto out = g.run(cpu());
   state = out[1].f;
@@ -378,7 +410,8 @@ TEST(CpuReference, GatedDeltaRecurrentMatchesDoubleLoop) {
       const float* k = in.k.data() + (t * in.Hk + h / R) * in.Dk;
       const float* q = in.q.data() + (t * in.Hk + h / R) * in.Dk;
       const float* v = in.v.data() + (t * in.Hv + h) * in.Dv;
-      const double a = std::exp(static_cast<double>(in.g[static_cast<size_t>(t * in.Hv + h)])), b = in.beta[static_cast<size_t>(t * in.Hv + h)];
+      const double a = std::exp(static_cast<double>(in.g[static_cast<size_t>(t * in.Hv + h)])),
+                   b = in.beta[static_cast<size_t>(t * in.Hv + h)];
       for (int64_t i = 0; i < in.Dk * in.Dv; ++i) Sh[i] *= a;
       for (int64_t dv = 0; dv < in.Dv; ++dv) {
         double u = 0;
@@ -420,12 +453,77 @@ TEST(CpuReference, GatedDeltaStateCarriesAcrossCallsInBothForms) {
   EXPECT_LT(nmse(s, s_ref), 1e-10);
 }
 
+TEST(CpuReference, RecurrentOpsReadZerosAtASequencesFirstStepWhateverTheSlotHolds) {
+  // A state slot is reused without being cleared: kv_len == q_len means position 0, zero state.
+  const DeltaInputs in = delta_inputs(40, 4);
+  const std::vector<float> zeros(in.state.size(), 0.0f);
+  for (int mode : {KILN_DELTA_RECURRENT, KILN_DELTA_CHUNKED}) {
+    SCOPED_TRACE(mode);
+    std::vector<float> dirty = in.state, clean = zeros, explicit_zero = zeros;
+    const auto a = run_delta(in, 0, in.T, mode, 16, dirty, 0);
+    const auto b = run_delta(in, 0, in.T, mode, 16, clean, 0);
+    // The same zeros read as a carried state at an aligned position (same chunks): same bits.
+    const auto c = run_delta(in, 0, in.T, mode, 16, explicit_zero, 64);
+    EXPECT_TRUE(bitwise_equal(a, b));
+    EXPECT_TRUE(bitwise_equal(dirty, clean));
+    EXPECT_TRUE(bitwise_equal(a, c));
+    EXPECT_FALSE(bitwise_equal(a, run_delta(in, 0, in.T, mode, 16, dirty = in.state, 64)));  // the state matters
+  }
+  const int64_t C = 6, K = 4, T = 5;
+  std::vector<float> x(static_cast<size_t>(T * C)), w(static_cast<size_t>(C * K));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.05f * static_cast<float>(i % 5) + 0.1f;
+  auto conv = [&](std::vector<float> state, int32_t kv_len) {
+    OpGraph g;
+    const uint32_t s = g.cache_values(DType::f32, {1, K - 1, C}, state, "state");
+    g.output(g.op(KILN_OP_CONV1D_CAUSAL,
+                  {g.f32_values({T, C}, x), g.f32_values({C, K}, w), s, g.i32({1, 4}, {0, T, kv_len, 0})}));
+    return g.run(cpu())[0].f;
+  };
+  const std::vector<float> garbage(static_cast<size_t>((K - 1) * C), 7.0f), none(garbage.size(), 0.0f);
+  EXPECT_TRUE(bitwise_equal(conv(garbage, T), conv(none, T)));
+  EXPECT_TRUE(bitwise_equal(conv(garbage, T), conv(none, T + 3)));
+  EXPECT_FALSE(bitwise_equal(conv(garbage, T + 3), conv(none, T + 3)));
+}
+
+TEST(CpuReference, GatedDeltaChunksAlignToAbsolutePositionsSoACutThereChangesNoBits) {
+  // Chunks follow the absolute positions (multiples of 16 here), so a step boundary at such a
+  // position (where a state snapshot can be taken and later resumed) gives the bits of the same
+  // schedule without it, even after a step that started off the grid (40). Chunking from each
+  // step's first token, [40, 100) would run as [40, 56) [56, 72) ... but [48, 100) as [48, 64) ...
+  const DeltaInputs in = delta_inputs(100, 5);
+  auto run = [&](int mode, const std::vector<int64_t>& steps, std::vector<float>& state) {
+    std::vector<float> out;
+    int64_t t0 = 0;
+    for (int64_t len : steps) {
+      const auto y = run_delta(in, t0, len, mode, 16, state, 0);
+      out.insert(out.end(), y.begin(), y.end());
+      t0 += len;
+    }
+    return out;
+  };
+  for (int mode : {KILN_DELTA_CHUNKED, KILN_DELTA_AUTO}) {
+    SCOPED_TRACE(mode);
+    std::vector<float> s1 = in.state, s2 = in.state, s3 = in.state, s4 = in.state;
+    const auto plain = run(mode, {40, 60}, s1);
+    const auto cut = run(mode, {40, 8, 52}, s2);  // a cut at 48
+    EXPECT_TRUE(bitwise_equal(plain, cut));
+    EXPECT_TRUE(bitwise_equal(s1, s2));
+    const auto whole = run(mode, {100}, s3);
+    const auto at48 = run(mode, {48, 52}, s4);
+    EXPECT_TRUE(bitwise_equal(whole, at48));
+    EXPECT_TRUE(bitwise_equal(s3, s4));
+    EXPECT_LT(nmse(plain, whole), 1e-10);  // a cut off the grid (40) changes only the rounding
+  }
+}
+
 // ------------------------------------------------------------------------------------------------
 // MoE routing and copies.
 
 TEST(CpuReference, TopKOrdersDescendingWithTiesToTheLowerIndex) {
   OpGraph g;
-  g.output(g.op(KILN_OP_TOP_K, {g.f32_values({2, 5}, {1, 3, 3, 0, 2, -1, -1, -1, -1, -1})}, params([](auto& p) { p.k = 3; })));
+  g.output(g.op(KILN_OP_TOP_K, {g.f32_values({2, 5}, {1, 3, 3, 0, 2, -1, -1, -1, -1, -1})},
+                params([](auto& p) { p.k = 3; })));
   EXPECT_EQ(g.run(cpu())[0].i, (std::vector<int32_t>{1, 2, 4, 0, 1, 2}));
 }
 
@@ -436,7 +534,8 @@ TEST(CpuReference, MoeWeightsSoftmaxOverAllRenormalizeAndScale) {
       OpGraph g;
       const uint32_t l = g.f32_values({1, 4}, logits), ids = g.i32({1, 2}, {3, 1});
       const auto p = params([&](auto& x) { x.mode = mode; });
-      g.output(scaled ? g.op(KILN_OP_MOE_WEIGHTS, {l, ids, g.f32_values({4}, {1, 10, 1, 0.5f})}, p) : g.op(KILN_OP_MOE_WEIGHTS, {l, ids}, p));
+      g.output(scaled ? g.op(KILN_OP_MOE_WEIGHTS, {l, ids, g.f32_values({4}, {1, 10, 1, 0.5f})}, p)
+                      : g.op(KILN_OP_MOE_WEIGHTS, {l, ids}, p));
       const auto w = g.run(cpu())[0].f;
       double w0 = 0.4, w1 = 0.2;
       if (mode) w0 /= 0.6, w1 /= 0.6;

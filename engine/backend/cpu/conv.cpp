@@ -1,11 +1,12 @@
 // CONV1D_CAUSAL: depthwise causal convolution over each sequence's tokens, prefixed by the K−1
-// inputs carried in its state slot; the state is updated in place to the last K−1 inputs.
-#include "backend/cpu/common.hpp"
-#include "backend/cpu/kernels.hpp"
-
+// inputs carried in its state slot (zeros for a sequence at its first step, kv_len == q_len: a
+// slot is reused without being cleared); the state is updated in place to the last K−1 inputs.
 #include <tbb/parallel_for.h>
 
 #include <vector>
+
+#include "backend/cpu/common.hpp"
+#include "backend/cpu/kernels.hpp"
 
 namespace kiln::backend::cpu {
 
@@ -28,8 +29,9 @@ void run_conv1d(const Node& n) {
     const int64_t c0 = (task % cblocks) * kBlock, c1 = std::min(C, c0 + kBlock);
     float* state = sp + static_cast<int64_t>(s.slot) * (K - 1) * C;
     std::vector<float> in(static_cast<size_t>(K - 1 + s.q_len));
+    const bool fresh = s.kv_len == s.q_len;
     for (int64_t c = c0; c < c1; ++c) {
-      for (int64_t j = 0; j < K - 1; ++j) in[static_cast<size_t>(j)] = state[j * C + c];
+      for (int64_t j = 0; j < K - 1; ++j) in[static_cast<size_t>(j)] = fresh ? 0.0f : state[j * C + c];
       for (int64_t t = 0; t < s.q_len; ++t) in[static_cast<size_t>(K - 1 + t)] = xp[(s.q_start + t) * C + c];
       const float* wc = wp + c * K;
       for (int64_t t = 0; t < s.q_len; ++t) {

@@ -1,19 +1,21 @@
 // GATED_DELTA: the gated delta rule (Qwen3.5 / Qwen3-Next linear attention) with carried state, in
 // the recurrent form (one token at a time) and the chunked WY form (qwen3_5.md §2.6). Both run in
-// f32 per (sequence, value head); state S is [Dk, Dv] per head.
-#include "backend/cpu/common.hpp"
-#include "backend/cpu/kernels.hpp"
-
+// f32 per (sequence, value head); state S is [Dk, Dv] per head, zeros for a sequence at its first
+// step (kv_len == q_len). Chunks start at positions that are multiples of the chunk length, so a
+// state taken at such a position and resumed later gives the bits of an uninterrupted run.
 #include <tbb/parallel_for.h>
 
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/common.hpp"
+#include "backend/cpu/kernels.hpp"
+
 namespace kiln::backend::cpu {
 namespace {
 
 struct Head {
-  const float *q, *k, *v, *g, *beta;  // token 0 of the sequence, this head
+  const float *q, *k, *v, *g, *beta;      // token 0 of the sequence, this head
   int64_t qk_stride, v_stride, g_stride;  // floats between consecutive tokens
   float* o;
   int64_t o_stride;
@@ -40,12 +42,15 @@ void recurrent(const Head& h, int64_t T) {
   }
 }
 
-void chunked(const Head& h, int64_t T, int64_t C) {
+/** T tokens from position p0: chunks end where the next position is a multiple of C. */
+void chunked(const Head& h, int64_t T, int64_t C, int64_t p0) {
   const int64_t Dk = h.Dk, Dv = h.Dv;
   std::vector<float> gam, A, U, W, Vp, tmp(static_cast<size_t>(Dv));
-  auto at = [](std::vector<float>& m, int64_t cols, int64_t r, int64_t c) -> float& { return m[static_cast<size_t>(r * cols + c)]; };
-  for (int64_t t0 = 0; t0 < T; t0 += C) {
-    const int64_t n = std::min(C, T - t0);
+  auto at = [](std::vector<float>& m, int64_t cols, int64_t r, int64_t c) -> float& {
+    return m[static_cast<size_t>(r * cols + c)];
+  };
+  for (int64_t t0 = 0, n = 0; t0 < T; t0 += n) {
+    n = std::min(C - (p0 + t0) % C, T - t0);
     const float* K = h.k + t0 * h.qk_stride;
     const float* Q = h.q + t0 * h.qk_stride;
     auto krow = [&](int64_t i) { return K + i * h.qk_stride; };
@@ -110,11 +115,12 @@ void chunked(const Head& h, int64_t T, int64_t C) {
 }  // namespace
 
 void run_gated_delta(const Node& n) {
-  const TensorDesc &q = n.src[0].desc, &k = n.src[1].desc, &v = n.src[2].desc, &g = n.src[3].desc,
-                   &b = n.src[4].desc, &st = n.src[5].desc;
+  const TensorDesc &q = n.src[0].desc, &k = n.src[1].desc, &v = n.src[2].desc, &g = n.src[3].desc, &b = n.src[4].desc,
+                   &st = n.src[5].desc;
   for (uint32_t i = 0; i < 6; ++i)
     if (n.src[i].desc.dtype != DType::f32) fail(n, "q, k, v, g, beta and state must be f32");
-  if (q.ndim != 3 || !k.same_shape(q) || v.ndim != 3 || st.ndim != 4) fail(n, "expected q, k [N, Hk, Dk], v [N, Hv, Dv], state [slots, Hv, Dk, Dv]");
+  if (q.ndim != 3 || !k.same_shape(q) || v.ndim != 3 || st.ndim != 4)
+    fail(n, "expected q, k [N, Hk, Dk], v [N, Hv, Dv], state [slots, Hv, Dk, Dv]");
   const int64_t N = q.ne[0], Hk = q.ne[1], Dk = q.ne[2], Hv = v.ne[1], Dv = v.ne[2];
   if (v.ne[0] != N || Hk == 0 || Hv % Hk || g.numel() != N * Hv || b.numel() != N * Hv || st.ne[1] != Hv ||
       st.ne[2] != Dk || st.ne[3] != Dv || n.dst.desc.numel() != N * Hv * Dv)
@@ -132,12 +138,25 @@ void run_gated_delta(const Node& n) {
   tbb::parallel_for(int64_t{0}, static_cast<int64_t>(seqs.size()) * Hv, [&](int64_t task) {
     const Seq& s = seqs[static_cast<size_t>(task / Hv)];
     const int64_t h = task % Hv, hk = h / R, t0 = s.q_start;
-    Head hd{qp + (t0 * Hk + hk) * Dk, kp + (t0 * Hk + hk) * Dk, vp + (t0 * Hv + h) * Dv, gp + t0 * Hv + h, bp + t0 * Hv + h,
-            Hk * Dk, Hv * Dv, Hv, op + (t0 * Hv + h) * Dv, Hv * Dv, sp + (static_cast<int64_t>(s.slot) * Hv + h) * Dk * Dv,
-            Dk, Dv};
+    Head hd{qp + (t0 * Hk + hk) * Dk,
+            kp + (t0 * Hk + hk) * Dk,
+            vp + (t0 * Hv + h) * Dv,
+            gp + t0 * Hv + h,
+            bp + t0 * Hv + h,
+            Hk * Dk,
+            Hv * Dv,
+            Hv,
+            op + (t0 * Hv + h) * Dv,
+            Hv * Dv,
+            sp + (static_cast<int64_t>(s.slot) * Hv + h) * Dk * Dv,
+            Dk,
+            Dv};
+    if (s.kv_len == s.q_len) std::fill(hd.S, hd.S + Dk * Dv, 0.0f);  // first step: the slot's old state is not ours
     const bool use_chunked = mode == KILN_DELTA_CHUNKED || (mode == KILN_DELTA_AUTO && s.q_len > 1);
-    if (use_chunked) chunked(hd, s.q_len, C);
-    else recurrent(hd, s.q_len);
+    if (use_chunked)
+      chunked(hd, s.q_len, C, s.kv_len - s.q_len);
+    else
+      recurrent(hd, s.q_len);
   });
 }
 

@@ -268,9 +268,9 @@ typedef enum kiln_op {
   KILN_OP_GATED_DELTA = 23,   /**< src0 q [N, Hk, Dk], src1 k [N, Hk, Dk], src2 v [N, Hv, Dv],
                                    src3 g (log decay) [N, Hv], src4 beta [N, Hv], src5 state f32
                                    [slots, Hv, Dk, Dv] (updated in place); seqs is src6 -> f32 [N, Hv, Dv].
-                                   The chunked form's chunks start at positions that are multiples of
-                                   the chunk length, so a state taken at such a position continues
-                                   with the bits of one uninterrupted run. */
+                                   The chunked form's chunks end where the next position is a multiple
+                                   of the chunk length, so a step boundary there (where a state can be
+                                   snapshotted and restored) changes no bits. */
   /* Mixture of experts. */
   KILN_OP_TOP_K = 24,       /**< src0 f32 [N, E] -> ids i32 [N, k], descending, ties to the lower index */
   KILN_OP_MOE_WEIGHTS = 25, /**< src0 logits [N, E], src1 ids [N, k], src2 (optional) per-expert scale

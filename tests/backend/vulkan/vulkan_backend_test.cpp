@@ -464,7 +464,8 @@ TEST(Vulkan, GatedDeltaChunkedLongPrefillAtTheRealLoopBudget) {
 TEST(Vulkan, GatedDeltaChunkRoundsUnderALoopBudgetGiveTheBitsOfOneRound) {
   // llvmpipe ends a shader's loops after 65535 iterations, so a long prefill's chunks run in
   // rounds of dispatches carrying the state. With the budget lowered to 600 iterations (300 of them
-  // reserved for the sequence scans) a 200-token call in chunks of 8 (25 chunk slots, and one spare;
+  // reserved for the sequence scans) a 200-token call in chunks of 8 (25 chunk slots, and one spare
+  // for a sequence starting inside a chunk;
   // 94 counted iterations per chunk with Dk 16 and 8 lanes per column: 2 a round) takes pass 1 and
   // 13 rounds of pass 2, and gives the bits of one round.
   REQUIRE_VULKAN(dev);
@@ -483,7 +484,7 @@ TEST(Vulkan, GatedDeltaChunkRoundsUnderALoopBudgetGiveTheBitsOfOneRound) {
 TEST(Vulkan, GatedDeltaChunkGroupsAndSharedScratchGiveTheBitsOfOneGroup) {
   // The chunked form's scratch holds a group of chunks (as many as fit 256 MiB and a binding); a
   // batch with more runs group after group. With groups capped at 5 chunks, three sequences of
-  // 40 / 1 / 23 tokens in chunks of 4 (17 chunks, 19 slots reserved) take 4 groups, and two layers
+  // 40 / 1 / 23 tokens in chunks of 4 (17 chunks, 20 slots reserved) take 4 groups, and two layers
   // in one graph share the scratch (the second's pass 1 must wait for the first's pass 2). Every
   // output and state is bitwise what one group gives. (backend_batch_invariance_test runs under
   // the same cap in ctest: a sequence alone and in a batch split differently give the same bits.)

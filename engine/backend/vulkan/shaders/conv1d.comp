@@ -1,6 +1,7 @@
 #version 450
 // Causal depthwise conv1d with carried state: one invocation per (sequence, CH channels), tokens in
-// order, the last K-1 inputs kept in registers and written back to the state slot at the end.
+// order, the last K-1 inputs kept in registers and written back to the state slot at the end. A
+// sequence at its first step (kv_len == q_len) starts from zeros, not from its reused slot.
 // One dispatch runs each sequence's tokens [t_begin, t_begin + t_count): the host splits long
 // prefills into rounds (llvmpipe ends loops after 65535 iterations per invocation:
 // KernelPolicy::loop_budget).
@@ -39,7 +40,7 @@ void main() {
   if (i >= pc.S * groups) return;
   uint s = i / groups, c0 = (i % groups) * CH;
   uint q_start = uint(seqs[pc.seqs_off + s * 4u]), q_len = uint(seqs[pc.seqs_off + s * 4u + 1u]);
-  uint slot = uint(seqs[pc.seqs_off + s * 4u + 3u]);
+  uint kv_len = uint(seqs[pc.seqs_off + s * 4u + 2u]), slot = uint(seqs[pc.seqs_off + s * 4u + 3u]);
   if (slot >= pc.n_slots) {  // (negative ids too): reported, the sequence skipped
     err[4] = 1u;
     return;
@@ -52,7 +53,9 @@ void main() {
   uint sb = pc.st_off + slot * km1 * pc.C + c0;
   float win[CH * WK];
   float wc[CH * WK];
-  if (CH == 4u) {
+  if (t_lo == 0u && kv_len == q_len) {  // first step: zeros, whatever the reused slot holds
+    [[unroll]] for (uint j = 0u; j < CH * WK; ++j) win[j] = 0.0;
+  } else if (CH == 4u) {
     [[unroll]] for (uint j = 0u; j < km1; ++j) {
       vec4 sv = texelFetch(Sv, int((sb + j * pc.C) >> 2));
       [[unroll]] for (uint c = 0u; c < CH; ++c) win[c * WK + j] = sv[c];

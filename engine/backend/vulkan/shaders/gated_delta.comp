@@ -65,7 +65,7 @@ void main() {
   uint h = t0 % pc.Hv, s = t0 / pc.Hv;
   uint hk = h / (pc.Hv / pc.Hk);
   uint q_start = uint(seqs[pc.seqs_off + s * 4u]), q_len = uint(seqs[pc.seqs_off + s * 4u + 1u]);
-  uint slot = uint(seqs[pc.seqs_off + s * 4u + 3u]);
+  uint kv_len = uint(seqs[pc.seqs_off + s * 4u + 2u]), slot = uint(seqs[pc.seqs_off + s * 4u + 3u]);
   if (q_len >= pc.chunk_min) return;  // gated_delta_chunk.comp's sequence
   if (slot >= pc.n_slots) {  // (negative ids too): reported, the sequence skipped
     err[4] = 1u;
@@ -79,7 +79,10 @@ void main() {
   const uint Dk = DK != 0u ? DK : pc.Dk;
   const uint CD = DK != 0u ? DK : MAXDK;  // col[] stride between columns
   float col[NC * CD];
-  if (NC == 4u && STV) {
+  if (t_lo == 0u && kv_len == q_len) {  // first step: zeros, whatever the reused slot holds
+    [[unroll]] for (uint c = 0u; c < NC; ++c)
+      [[unroll]] for (uint d = 0u; d < Dk; ++d) col[c * CD + d] = 0.0;
+  } else if (NC == 4u && STV) {
     [[unroll]] for (uint d = 0u; d < Dk; ++d) {
       vec4 r = texelFetch(St, int((sbt + d * pc.Dv) >> 2));
       [[unroll]] for (uint c = 0u; c < NC; ++c) col[c * CD + d] = r[c];

@@ -13,6 +13,7 @@
 // (the scratch they fill) and rounds (llvmpipe's loop limit); the state carries through `st`.
 // Workgroup (x: value head x column tile, y: sequence).
 #extension GL_EXT_control_flow_attributes : enable
+#include "delta_chunks.glsl"
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint C = 64;    // chunk length, 1 .. 64
 layout(constant_id = 1) const uint DK = 128;  // key head dim (<= 256): the state tile's rows
@@ -48,9 +49,9 @@ void main() {
   const uint tid = gl_LocalInvocationID.x, s = gl_WorkGroupID.y;
   const uint tiles = (pc.Dv + TB - 1u) / TB;
   const uint h = gl_WorkGroupID.x / tiles, b0 = (gl_WorkGroupID.x % tiles) * TB;
-  const int l = seqs[pc.seqs_off + s * 4u + 1u];
+  const int l = seqs[pc.seqs_off + s * 4u + 1u], kv = seqs[pc.seqs_off + s * 4u + 2u];
   if (l < int(pc.min_len) || l <= 0) return;  // the recurrent kernel's sequence (or none)
-  const uint len = uint(l), first = uint(seqs[pc.seqs_off + s * 4u]);
+  const uint first = uint(seqs[pc.seqs_off + s * 4u]);
   const uint slot = uint(seqs[pc.seqs_off + s * 4u + 3u]);
   if (slot >= pc.n_slots) {  // (negative ids too): reported, the sequence skipped
     if (tid == 0u) err[4] = 1u;
@@ -61,9 +62,9 @@ void main() {
   uint base = 0u;
   for (uint p = 0u; p < s; ++p) {
     int lp = seqs[pc.seqs_off + p * 4u + 1u];
-    if (lp >= int(pc.min_len) && lp > 0) base += (uint(lp) + C - 1u) / C;
+    if (lp >= int(pc.min_len) && lp > 0) base += delta_chunks(seqs[pc.seqs_off + p * 4u + 2u], lp, C);
   }
-  const uint nc = (len + C - 1u) / C;
+  const uint nc = delta_chunks(kv, l, C);
   const uint lo = max(pc.w_lo, base), hi = min(pc.w_hi, base + nc);
   if (lo >= hi) return;  // none of the sequence's chunks in this dispatch: state untouched
   const uint c_lo = lo - base, c_hi = hi - base;
@@ -72,10 +73,14 @@ void main() {
   const uint b = tid % TB, r0 = tid / TB;
   const bool col_ok = b0 + b < pc.Dv;
   const uint sb = pc.st_off + ((slot - pc.slot_lo) * pc.Hv + h) * DK * pc.Dv + b0 + b;
-  for (uint a = r0; a < DK; a += RS) Ss[a * TB + b] = col_ok ? st[sb + a * pc.Dv] : 0.0;
+  // A sequence at its first step (kv_len == q_len) starts from zeros: its slot may hold the state
+  // of the slot's previous sequence.
+  const bool fresh = c_lo == 0u && kv == l;
+  for (uint a = r0; a < DK; a += RS) Ss[a * TB + b] = col_ok && !fresh ? st[sb + a * pc.Dv] : 0.0;
   barrier();
   for (uint c = c_lo; c < c_hi; ++c) {
-    const uint n = min(C, len - c * C), t0 = first + c * C;  // the chunk's tokens in the batch
+    const uvec2 span = delta_chunk_span(kv, l, C, c);
+    const uint n = span.y - span.x, t0 = first + span.x;      // the chunk's tokens in the batch
     const uint sr = (base + c - pc.w0) * C;                   // and its scratch rows
     if (tid < n) {
       float gi = texelFetch(Gam, int((sr + tid) * pc.Hv + h)).x;

@@ -8,9 +8,10 @@
 //   P_ij = (q_i·k_j) e^{γ_i-γ_j} for j <= i             (attention within the chunk)
 // into scratch rows. Chunks are independent, so one dispatch runs a whole group of them; pass 2
 // (gated_delta_chunk.comp) walks each sequence's chunks in order with its state.
-// The chunks of the sequences with q_len >= min_len, numbered in sequence order, are the batch's
-// chunk slots; a dispatch runs slots [w0, w0 + groups) (workgroup x: slot - w0, y: value head),
+// The chunks of the sequences with q_len >= min_len (aligned to absolute positions:
+// delta_chunks.glsl), numbered in sequence order, are the batch's chunk slots; a dispatch runs slots [w0, w0 + groups) (workgroup x: slot - w0, y: value head),
 // slot w's token i in scratch row (w - w0)·C + i (the host bounds a group by the scratch it holds).
+#include "delta_chunks.glsl"
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint C = 64;  // chunk length, 1 .. 64 (one lane per chunk token)
 // VEC: q and k read as RGBA32F texels (Dk % 4 == 0, 16-byte aligned; offsets in texels).
@@ -67,23 +68,23 @@ float qk_dot(uint ba, uint bb, bool q_first, out float kk) {
 void main() {
   const uint tid = gl_LocalInvocationID.x, h = gl_WorkGroupID.y;
   // The chunk: the w-th of those of the sequences this pass runs (uniform in the workgroup).
-  uint w = pc.w0 + gl_WorkGroupID.x, first = 0u, len = 0u, c = 0u;
+  uint w = pc.w0 + gl_WorkGroupID.x, t0 = 0u, n = 0u;
   bool found = false;
   for (uint s = 0u; s < pc.S; ++s) {
-    int l = seqs[pc.seqs_off + s * 4u + 1u];
+    int l = seqs[pc.seqs_off + s * 4u + 1u], kv = seqs[pc.seqs_off + s * 4u + 2u];
     if (l < int(pc.min_len) || l <= 0) continue;
-    uint nc = (uint(l) + C - 1u) / C;
+    uint nc = delta_chunks(kv, l, C);
     if (w < nc) {
-      first = uint(seqs[pc.seqs_off + s * 4u]);
-      len = uint(l);
-      c = w;
+      uvec2 span = delta_chunk_span(kv, l, C, w);
+      t0 = uint(seqs[pc.seqs_off + s * 4u]) + span.x;
+      n = span.y - span.x;
       found = true;
       break;
     }
     w -= nc;
   }
   if (!found) return;
-  const uint n = min(C, len - c * C), t0 = first + c * C;  // tokens of the chunk: t0 .. t0 + n - 1
+  // The chunk's tokens are t0 .. t0 + n - 1 (n < C for a chunk cut by the sequence's ends).
   const uint r0 = gl_WorkGroupID.x * C;                     // their scratch rows: r0 .. r0 + n - 1
   const uint hk = h / (pc.Hv / pc.Hk);
   const uint kstride = VEC ? pc.Dk / 4u : pc.Dk;             // q/k row in texels
