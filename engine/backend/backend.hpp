@@ -3,11 +3,9 @@
 // present) and vulkan/ (when built). The contract, op by op, is docs/backend.md.
 //
 //   Registry ── Backend ("cpu", "vulkan") ── Device ── Buffer
-//                                              └── supports_op(node), compute(graph)
+//                                              └── supports_op(node), limits(), copy(regions)
+//                                              └── prepare(graph) → Executable; submit / wait
 #pragma once
-
-#include "backend/tensor.hpp"
-#include "core/error.hpp"
 
 #include <kiln/kiln_plugin.h>
 
@@ -18,6 +16,9 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "backend/tensor.hpp"
+#include "core/error.hpp"
 
 namespace kiln::backend {
 
@@ -51,7 +52,7 @@ struct Node {
 /**
  * A bound graph. Nodes run in order; a node may read anything an earlier node wrote (backends
  * insert the barriers). SET_ROWS, CONV1D_CAUSAL and GATED_DELTA also write a source in place
- * (ops.hpp: op_writes_src). Buffers outlive the compute() call that uses them.
+ * (ops.hpp: op_writes_src). Buffers outlive the executables prepared from it.
  */
 struct BoundGraph {
   std::vector<Node> nodes;
@@ -64,11 +65,11 @@ enum class DeviceKind { cpu, discrete_gpu, integrated_gpu, software_gpu /* lavap
 const char* device_kind_name(DeviceKind k);
 
 struct DeviceInfo {
-  std::string backend;      ///< "cpu", "vulkan"
-  std::string name;         ///< "cpu", "llvmpipe (LLVM 15.0.6, 256 bits)", "NVIDIA H100"
-  std::string id;           ///< registry spec: "cpu", "vulkan:0"
+  std::string backend;  ///< "cpu", "vulkan"
+  std::string name;     ///< "cpu", "llvmpipe (LLVM 15.0.6, 256 bits)", "NVIDIA H100"
+  std::string id;       ///< registry spec: "cpu", "vulkan:0"
   DeviceKind kind = DeviceKind::cpu;
-  std::string driver;       ///< driver / API version, free text
+  std::string driver;  ///< driver / API version, free text
 };
 
 struct MemoryInfo {
@@ -119,6 +120,33 @@ struct Support {
   explicit operator bool() const { return ok; }
 };
 
+/**
+ * A bound graph made ready to run on one device, as many times as wanted, one run at a time: the
+ * CPU keeps its checked node list, Vulkan its recorded command buffer, descriptor sets and small
+ * per-graph tables. The buffers the graph names must outlive it; their contents may change between
+ * runs (the model host rewrites the inputs of a cached graph every step).
+ */
+class Executable {
+ public:
+  virtual ~Executable() = default;
+};
+
+/** A device-side copy, or a zero-fill when `src` is null. Offsets and sizes in bytes. */
+struct CopyRegion {
+  Buffer* src = nullptr;
+  size_t src_offset = 0;
+  Buffer* dst = nullptr;
+  size_t dst_offset = 0;
+  size_t bytes = 0;
+};
+
+/** What one step may hold on this device, for schedulers (the model host folds these in). */
+struct DeviceLimits {
+  uint32_t max_batch_seqs = UINT32_MAX;      ///< sequences in one ATTENTION or chunked GATED_DELTA op
+  uint32_t max_head_dim = UINT32_MAX;        ///< ATTENTION key / value head dims
+  uint32_t max_attention_keys = UINT32_MAX;  ///< keys one query may attend to (for the block size asked)
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -136,11 +164,43 @@ class Device {
   }
   /** Whether this device can run `node` (op, dtypes and shapes of its sources and result). */
   virtual Support supports_op(const Node& node) const = 0;
+  /** Limits of this device for caches of `block_tokens` tokens per block. */
+  virtual DeviceLimits limits(uint32_t block_tokens) const {
+    (void)block_tokens;
+    return {};
+  }
+
   /**
-   * Executes the graph and waits for completion. Every buffer must belong to this device. Throws
-   * BackendError: unsupported (checked before anything runs), device (lost, timeout), invalid.
+   * Checks every node (supports_op; every buffer on this device) and prepares the graph for
+   * repeated runs. Throws BackendError: unsupported or invalid, before anything runs.
    */
-  virtual void compute(const BoundGraph& graph) = 0;
+  virtual std::unique_ptr<Executable> prepare(const BoundGraph& graph) = 0;
+  /**
+   * Starts a run of `exe` after everything submitted to this device before (runs, copies) and
+   * returns without waiting. One run of an executable at a time: wait() before submitting it again.
+   * Throws BackendError(device) once the device is lost.
+   */
+  virtual void submit(Executable& exe) = 0;
+  /**
+   * Waits for the last run of `exe` to finish. Throws BackendError: device (lost, timeout) or
+   * invalid (a kernel reported bad ids or slots). Returns at once when it was not submitted.
+   */
+  virtual void wait(Executable& exe) = 0;
+  /**
+   * Device-side copies and zero-fills, run after everything submitted before and before anything
+   * submitted after; returns without waiting (a later wait() or sync() sees any failure). Regions
+   * must not overlap one another.
+   */
+  virtual void copy(const std::vector<CopyRegion>& regions) = 0;
+  /** Waits until everything submitted so far has finished. */
+  virtual void sync() = 0;
+
+  /** prepare(), submit() and wait(): runs the graph once. */
+  void compute(const BoundGraph& graph) {
+    auto exe = prepare(graph);
+    submit(*exe);
+    wait(*exe);
+  }
 };
 
 /** One API ("cpu", "vulkan") and the devices it found. */

@@ -206,12 +206,7 @@ TEST_P(BatchInvariance, GatedDelta) {
 }
 
 INSTANTIATE_TEST_SUITE_P(, BatchInvariance, ::testing::ValuesIn(devices_under_test()),
-                         [](const ::testing::TestParamInfo<Device*>& i) {
-                           std::string n = i.param->info().id;
-                           for (char& c : n)
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         [](const ::testing::TestParamInfo<Device*>& i) { return device_test_name(i.param); });
 
 }  // namespace
 }  // namespace kiln::test

@@ -260,6 +260,13 @@ std::vector<Device*> devices_under_test() {
   return reg.devices();
 }
 
+std::string device_test_name(const Device* d) {
+  std::string n = d->info().id;
+  for (char& c : n)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+}
+
 bool long_mode() {
   const char* env = std::getenv("KILN_BACKEND_OPS_LONG");
   return env && *env && std::string(env) != "0";

@@ -85,6 +85,8 @@ std::vector<float> dequantize(DType t, const std::vector<std::byte>& bytes, int6
 
 /** Devices under test: every registered device, or only KILN_DEVICE's when that is set. */
 std::vector<Device*> devices_under_test();
+/** A device id as a test-name suffix ("vulkan:0" -> "vulkan_0"). */
+std::string device_test_name(const Device* d);
 /** KILN_BACKEND_OPS_LONG=1: the long shape lists. */
 bool long_mode();
 

@@ -13,7 +13,14 @@ namespace {
 constexpr uint32_t kSetsPerPool = 512;
 }
 
-Recorder::Recorder(Context& ctx, Allocator& mem, Profiler* profiler) : ctx_(ctx), mem_(mem), profiler_(profiler) {
+uint64_t fence_timeout_ns(const Context& ctx) {
+  double secs = ctx.info().is_lavapipe ? 600 : 60;
+  if (const char* t = std::getenv("KILN_VULKAN_TIMEOUT_S"); t && *t) secs = std::atof(t);
+  return static_cast<uint64_t>(secs * 1e9);
+}
+
+Recorder::Recorder(Context& ctx, Allocator& mem, Profiler* profiler, uint64_t timeout_ns)
+    : ctx_(ctx), mem_(mem), profiler_(profiler), timeout_ns_(timeout_ns) {
   VkDevice dev = ctx.device();
   VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -26,9 +33,6 @@ Recorder::Recorder(Context& ctx, Allocator& mem, Profiler* profiler) : ctx_(ctx)
   check(vkAllocateCommandBuffers(dev, &ai, &cmd_), "vkAllocateCommandBuffers");
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   check(vkCreateFence(dev, &fi, nullptr, &fence_), "vkCreateFence");
-  double secs = ctx.info().is_lavapipe ? 600 : 60;  // no TDR on a CPU device: a runaway kernel just blocks
-  if (const char* t = std::getenv("KILN_VULKAN_TIMEOUT_S"); t && *t) secs = std::atof(t);
-  timeout_ns_ = static_cast<uint64_t>(secs * 1e9);
   if (profiler_ && ctx.info().timestamps) {
     query_capacity_ = 4096;
     VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
@@ -41,6 +45,7 @@ Recorder::Recorder(Context& ctx, Allocator& mem, Profiler* profiler) : ctx_(ctx)
 Recorder::~Recorder() {
   VkDevice dev = ctx_.device();
   if (recording_) vkEndCommandBuffer(cmd_);
+  if (pending_ && !timed_out_) vkWaitForFences(dev, 1, &fence_, VK_TRUE, timeout_ns_);  // never free a running buffer
   for (VkDescriptorPool p : desc_pools_) vkDestroyDescriptorPool(dev, p, nullptr);
   if (queries_) vkDestroyQueryPool(dev, queries_, nullptr);
   vkDestroyFence(dev, fence_, nullptr);
@@ -49,16 +54,25 @@ Recorder::~Recorder() {
 
 void Recorder::begin() {
   if (recording_) return;
+  if (pending_) wait();
   check(vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
   for (VkDescriptorPool p : desc_pools_) vkResetDescriptorPool(ctx_.device(), p, 0);
   desc_pool_next_ = 0;
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
   written_.clear();
   read_.clear();
   query_ops_.clear();
   query_count_ = 0;
+  // Everything submitted to the queue before this buffer (other graphs, copies, staging transfers)
+  // is in this barrier's first scope: the buffer's commands see their writes, and theirs its reads.
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT;
+  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0,
+                       nullptr);
   if (queries_) {
     vkCmdResetQueryPool(cmd_, queries_, 0, query_capacity_);
     vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, query_count_++);
@@ -206,7 +220,7 @@ void Recorder::fill_zero(const Allocation& dst, uint64_t off, uint64_t bytes) {
   vkCmdFillBuffer(cmd_, dst.buffer, dst.offset + off, (bytes + 3) / 4 * 4, 0);
 }
 
-void Recorder::submit_and_wait() {
+void Recorder::end() {
   if (!recording_) return;
   // Make device writes visible to the host (mapped reads after the wait).
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -216,6 +230,11 @@ void Recorder::submit_and_wait() {
                        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   recording_ = false;
   check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+}
+
+void Recorder::submit() {
+  if (recording_) throw_error("[vulkan] internal: a command buffer submitted while still recording");
+  if (pending_) throw_error("[vulkan] internal: a command buffer submitted again before its last run was waited for");
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd_;
@@ -223,15 +242,26 @@ void Recorder::submit_and_wait() {
     std::lock_guard<std::mutex> lock(ctx_.queue_mutex());
     check(vkQueueSubmit(ctx_.queue(), 1, &si, fence_), "vkQueueSubmit");
   }
+  pending_ = true;
+}
+
+bool Recorder::finished() const {
+  return !pending_ || vkGetFenceStatus(ctx_.device(), fence_) == VK_SUCCESS;
+}
+
+void Recorder::wait() {
+  if (!pending_) return;
   VkResult r = vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, timeout_ns_);
-  if (r == VK_TIMEOUT) timed_out_ = true;
-  if (r == VK_TIMEOUT)
+  if (r == VK_TIMEOUT) {
+    timed_out_ = true;
     throw_error(
         "[vulkan] a command buffer of {} dispatches did not finish within {:.0f} s on '{}' (runaway kernel or "
         "a far too large shape; KILN_VULKAN_TIMEOUT_S raises the limit)",
         dispatches_, static_cast<double>(timeout_ns_) / 1e9, ctx_.info().name);
+  }
   check(r, "vkWaitForFences");
   check(vkResetFences(ctx_.device(), 1, &fence_), "vkResetFences");
+  pending_ = false;
   if (queries_ && profiler_ && query_count_ > 1) {
     std::vector<uint64_t> ts(query_count_);
     check(vkGetQueryPoolResults(ctx_.device(), queries_, 0, query_count_, ts.size() * 8, ts.data(), 8,
@@ -240,6 +270,13 @@ void Recorder::submit_and_wait() {
     uint64_t mask = ctx_.info().timestamp_valid_bits >= 64 ? ~0ull : ((1ull << ctx_.info().timestamp_valid_bits) - 1);
     for (uint32_t i = 1; i < query_count_; ++i) profiler_->add(query_ops_[i - 1], (ts[i] - ts[i - 1]) & mask);
   }
+}
+
+void Recorder::submit_and_wait() {
+  if (!recording_) return;
+  end();
+  submit();
+  wait();
 }
 
 void Profiler::add(const std::string& op, uint64_t ticks) {

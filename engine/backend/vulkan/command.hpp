@@ -1,8 +1,10 @@
-// Command recording for one graph execution: dispatches go into one command buffer; a barrier is
-// inserted only when a dispatch touches a range written (or, for writes, read) since the last
-// barrier. Descriptor sets come from per-recorder pools reset after each submit. Submits wait on a
-// fence with a finite timeout. With KILN_PROFILE=1 a timestamp follows each dispatch and the
-// per-op times accumulate into a table printed at exit.
+// Command recording for one graph: dispatches go into one command buffer that can be submitted any
+// number of times (a cached graph's executable); a barrier is inserted only when a dispatch touches
+// a range written (or, for writes, read) since the last barrier, and one at the start orders the
+// buffer after everything submitted before it. Descriptor sets come from per-recorder pools, kept
+// as long as the recording is. Each submit signals the recorder's fence; waits have a finite
+// timeout. With KILN_PROFILE=1 a timestamp follows each dispatch and the per-op times accumulate
+// into a table printed at exit.
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -29,13 +31,18 @@ struct Arg {
 
 class Profiler;
 
+/** How long a wait for a submitted buffer may take: KILN_VULKAN_TIMEOUT_S, else 600 s on lavapipe
+ *  (no TDR on a CPU device: a runaway kernel just blocks), 60 s on GPUs. */
+uint64_t fence_timeout_ns(const Context& ctx);
+
 class Recorder {
  public:
-  Recorder(Context& ctx, Allocator& mem, Profiler* profiler);
+  Recorder(Context& ctx, Allocator& mem, Profiler* profiler, uint64_t timeout_ns);
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
+  /** Starts a new recording (resets the command buffer and descriptor pools). */
   void begin();
   /** Records one dispatch of `groups` workgroups (x may exceed the device limit: it is folded into y). */
   void dispatch(const Pipeline& p, std::span<const Arg> args, const void* push, uint32_t push_bytes, uint32_t gx,
@@ -44,7 +51,18 @@ class Recorder {
   /** Regions' offsets are relative to the allocations; they must not overlap each other. */
   void copy_regions(const Allocation& src, const Allocation& dst, const std::vector<VkBufferCopy>& regions);
   void fill_zero(const Allocation& dst, uint64_t off, uint64_t bytes);
-  /** Submits and waits (timeout KILN_VULKAN_TIMEOUT_S, default 600 s on lavapipe, 60 s on GPUs). */
+  /** Ends the recording; the command buffer may then be submitted any number of times. */
+  void end();
+  /** Submits the recorded buffer, signalling the fence. One submission at a time. */
+  void submit();
+  /** Waits for the last submit (timeout KILN_VULKAN_TIMEOUT_S, default 600 s on lavapipe, 60 s on
+   *  GPUs); throws HostError on a timeout (timed_out() is then true). No-op when none is pending. */
+  void wait();
+  /** Whether a submit has not been waited for yet. */
+  bool pending() const { return pending_; }
+  /** Whether the last submit has finished (does not wait). */
+  bool finished() const;
+  /** end(), submit() and wait(). */
   void submit_and_wait();
   bool recording() const { return recording_; }
   /** A submit timed out: the command buffer may still run; destroy only after the device idles. */
@@ -72,7 +90,7 @@ class Recorder {
   uint32_t query_capacity_ = 0, query_count_ = 0;
   std::vector<std::string> query_ops_;
   std::vector<Range> written_, read_;
-  bool recording_ = false, timed_out_ = false;
+  bool recording_ = false, timed_out_ = false, pending_ = false;
   size_t dispatches_ = 0, barriers_ = 0;
   uint64_t timeout_ns_ = 0;
 };

@@ -7,9 +7,9 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/ops.hpp"
 #include "backend/vulkan/ops/ops.hpp"
 #include "core/log.hpp"
-#include "backend/ops.hpp"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -162,11 +162,8 @@ VulkanDevice::VulkanDevice(const ContextOptions& opts, int index) {
     std::lock_guard<std::mutex> lock(g_profiled_mu);
     g_profiled.push_back(this);
   }
-  rec_ = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get());
-  xfer_ = std::make_unique<Recorder>(*ctx_, *mem_, nullptr);
-  // Words 0-4: error flags the kernels raise (checked after compute); word 7: a sink attention_keys.comp
-  // writes its prefetched words to so the compiler keeps the loads (never read).
-  flags_ = mem_->allocate(32, MemoryKind::host);
+  timeout_ns_ = fence_timeout_ns(*ctx_);
+  xfer_ = std::make_unique<Recorder>(*ctx_, *mem_, nullptr, timeout_ns_);
   policy_ = choose_policy(ctx_->info());
   const DeviceInfo& d = ctx_->info();
   info_.backend = "vulkan";
@@ -189,11 +186,11 @@ VulkanDevice::~VulkanDevice() {
         fmt::print(stderr, "[vulkan] per-op GPU time on '{}':\n{}", info_.name, profiler_->table());
     }
   }
-  rec_.reset();
-  zombie_.reset();
-  xfer_zombie_.reset();
+  copies_.clear();
+  spare_.clear();
+  spare_profiled_.clear();
+  zombies_.clear();
   xfer_.reset();
-  if (mem_) mem_->release(flags_);
 }
 
 std::string VulkanDevice::profile_table() const {
@@ -284,8 +281,11 @@ void VulkanDevice::transfer(const Allocation& a, size_t offset, void* host, size
       throw;
     }
     set_lost(ex.what());
-    xfer_zombie_ = std::move(xfer_);
-    xfer_ = std::make_unique<Recorder>(*ctx_, *mem_, nullptr);
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      zombies_.push_back(std::move(xfer_));
+    }
+    xfer_ = std::make_unique<Recorder>(*ctx_, *mem_, nullptr, timeout_ns_);
     throw BackendError(BackendError::Kind::device, ex.what());
   } catch (...) {
     mem_->release(staging);
@@ -294,30 +294,99 @@ void VulkanDevice::transfer(const Allocation& a, size_t offset, void* host, size
   mem_->release(staging);
 }
 
-const Allocation& VulkanDevice::temp_upload(const void* data, size_t bytes) {
-  Allocation a = mem_->allocate(std::max<size_t>(bytes, 16), MemoryKind::host);
+const Allocation& GraphTemps::upload(const void* data, size_t bytes) {
+  Allocation a = mem_.allocate(std::max<size_t>(bytes, 16), MemoryKind::host);
   std::memcpy(a.mapped, data, bytes);
   temps_.push_back(a);
   return temps_.back();
 }
 
-const Allocation& VulkanDevice::temp_scratch(size_t bytes) {
+const Allocation& GraphTemps::scratch(size_t bytes) {
   // One scratch serves every node of the graph that asks (the recorder orders their uses by its
-  // hazard barriers): a Qwen3.5 prefill's delta-rule layers share one. Freed after the graph, like
-  // the other temporaries: kept, it would hold up to 256 MiB that the model host's memory planning
-  // (KV cache, activation arena) does not know about. A larger request replaces it; the smaller
-  // one may still be in this graph's dispatches, so it stays in temps_ until the graph ends.
+  // hazard barriers): a Qwen3.5 prefill's delta-rule layers share one. A larger request replaces
+  // it; the smaller one may still be in this graph's dispatches, so it stays in temps_.
   if (scratch_ && scratch_->size >= bytes) return *scratch_;
-  temps_.push_back(mem_->allocate(std::max<size_t>(bytes, 16), MemoryKind::device));
+  temps_.push_back(mem_.allocate(std::max<size_t>(bytes, 16), MemoryKind::device));
   scratch_ = &temps_.back();
   return *scratch_;
+}
+
+void GraphTemps::release() {
+  for (Allocation& a : temps_) mem_.release(a);
+  temps_.clear();
+  scratch_ = nullptr;
 }
 
 backend::Support VulkanDevice::supports_op(const backend::Node& node) const {
   return vulkan_supports(*this, node);
 }
 
-void VulkanDevice::compute(const backend::BoundGraph& graph) {
+/**
+ * A recorded graph: its command buffer (with descriptor sets and, under KILN_PROFILE, timestamp
+ * queries), its temporaries, and the words its kernels raise errors in.
+ */
+class VulkanDevice::Executable final : public backend::Executable {
+ public:
+  Executable(VulkanDevice& dev, std::unique_ptr<Recorder> rec) : dev_(dev), rec(std::move(rec)), temps(*dev.mem_) {
+    // Words 0-4: error flags the kernels raise (checked after each run); word 7: a sink
+    // attention_keys.comp writes its prefetched words to so the compiler keeps the loads.
+    flags = dev.mem_->allocate(32, MemoryKind::host);
+  }
+  ~Executable() override {
+    // After a lost device the buffer may still run: its recorder waits for the device to idle and
+    // its memory is never freed (a leak of device memory beats a use-after-free).
+    if (dev_.lost() || rec->timed_out()) {
+      temps.leak();
+      std::lock_guard<std::mutex> lock(dev_.pool_mu_);
+      dev_.zombies_.push_back(std::move(rec));
+      return;
+    }
+    try {
+      rec->wait();
+    } catch (...) {
+    }
+    temps.release();
+    dev_.mem_->release(flags);
+    dev_.return_recorder(std::move(rec));
+  }
+
+  VulkanDevice& dev_;
+  std::unique_ptr<Recorder> rec;
+  GraphTemps temps;
+  Allocation flags;
+  uint64_t messages = 0;  ///< validation messages before the last submit
+};
+
+std::unique_ptr<Recorder> VulkanDevice::take_recorder(bool profiled) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  auto& spare = profiled ? spare_profiled_ : spare_;
+  if (spare.empty()) return std::make_unique<Recorder>(*ctx_, *mem_, profiled ? profiler_.get() : nullptr, timeout_ns_);
+  auto r = std::move(spare.back());
+  spare.pop_back();
+  return r;
+}
+
+void VulkanDevice::return_recorder(std::unique_ptr<Recorder> rec) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  // A few idle recorders are worth keeping (their pools and fences); more are freed.
+  auto& spare = profiler_ ? spare_profiled_ : spare_;
+  if (spare.size() < 8 && !rec->recording()) spare.push_back(std::move(rec));
+}
+
+backend::DeviceLimits VulkanDevice::limits(uint32_t block_tokens) const {
+  backend::DeviceLimits l;
+  if (policy_.loop_budget) {
+    // llvmpipe ends a shader's loops after loop_budget iterations: attention and the chunked delta
+    // rule scan the batch's sequences, and a query's keys must fit what one invocation visits.
+    l.max_batch_seqs = attention_max_seqs(policy_.loop_budget);
+    l.max_attention_keys = attention_max_keys(policy_, std::max<uint32_t>(block_tokens, 1));
+  }
+  l.max_batch_seqs = std::min(l.max_batch_seqs, ctx_->info().max_groups[1]);
+  l.max_head_dim = 8 * attention_max_groups(policy_);
+  return l;
+}
+
+std::unique_ptr<backend::Executable> VulkanDevice::prepare(const backend::BoundGraph& graph) {
   backend::check_supported(*this, graph);
   for (const backend::Node& n : graph.nodes) {
     const int ws = op_traits(n.op).writes_src;  // state updated in place (conv1d, delta rule)
@@ -334,31 +403,20 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
         static_cast<VulkanBuffer*>(t.buffer)->written(t.offset, t.desc.bytes());
     }
   }
-  std::lock_guard<std::mutex> lock(compute_mu_);
   check_not_lost();
-  uint64_t msgs_before = ctx_->validation_messages();
-  std::memset(flags_.mapped, 0, 32);
-  struct FreeTemps {
-    VulkanDevice* d;
-    ~FreeTemps() {
-      // After a timed-out submit (the device is then lost) the command buffer may still use them:
-      // leaked, as ~VulkanBuffer leaks its memory then.
-      if (!d->lost())
-        for (Allocation& a : d->temps_) d->mem_->release(a);
-      d->temps_.clear();
-      d->scratch_ = nullptr;
-    }
-  } free_temps{this};
+  auto exe = std::make_unique<Executable>(*this, take_recorder(profiler_ != nullptr));
+  Recorder& rec = *exe->rec;
+  std::lock_guard<std::mutex> lock(record_mu_);
   try {
-    rec_->begin();
+    rec.begin();
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       const backend::Node& n = graph.nodes[i];
-      OpEnv e{*this, *rec_, n, flags_};
+      OpEnv e{*this, rec, n, exe->flags, exe->temps};
       // Pairs of nodes that run as one dispatch (ops.hpp: fuses_*); the second node's OpEnv
       // records both. Sibling matmuls are grouped in the MATMUL case.
       if (!fuse_off() && i + 1 < graph.nodes.size()) {
         const backend::Node& next = graph.nodes[i + 1];
-        OpEnv ne{*this, *rec_, next, flags_};
+        OpEnv ne{*this, rec, next, exe->flags, exe->temps};
         if (fuses_add_norm(n, next)) {
           record_norm(ne, &n);
           ++i;
@@ -437,22 +495,45 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
           e.fail("no Vulkan kernel");
       }
     }
-    rec_->submit_and_wait();
-    last_barriers_ = rec_->barriers();
-    last_dispatches_ = rec_->dispatches();
+    rec.end();
   } catch (const BackendError&) {
-    if (rec_->recording()) rec_ = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get());
+    exe->rec =
+        std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get(), timeout_ns_);  // the half-recorded one is dropped
     throw;
   } catch (const HostError& ex) {
-    if (rec_->timed_out()) {
-      set_lost(ex.what());
-      zombie_ = std::move(rec_);  // still in flight: destroyed only after vkDeviceWaitIdle
-    } else if (rec_->recording()) {
-      rec_ = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get());
-    }
+    exe->rec = std::make_unique<Recorder>(*ctx_, *mem_, profiler_.get(), timeout_ns_);
     throw BackendError(BackendError::Kind::device, ex.what());
   }
-  const auto* f = reinterpret_cast<const uint32_t*>(flags_.mapped);
+  last_barriers_ = rec.barriers();
+  last_dispatches_ = rec.dispatches();
+  return exe;
+}
+
+void VulkanDevice::submit(backend::Executable& e) {
+  auto& exe = static_cast<Executable&>(e);
+  check_not_lost();
+  if (exe.rec->pending())
+    throw BackendError(BackendError::Kind::invalid,
+                       "[backend vulkan] an executable was submitted again before its last run was waited for");
+  std::memset(exe.flags.mapped, 0, 32);
+  exe.messages = ctx_->validation_messages();
+  try {
+    exe.rec->submit();
+  } catch (const HostError& ex) {
+    throw BackendError(BackendError::Kind::device, ex.what());
+  }
+}
+
+void VulkanDevice::wait(backend::Executable& e) {
+  auto& exe = static_cast<Executable&>(e);
+  if (!exe.rec->pending()) return;
+  try {
+    exe.rec->wait();
+  } catch (const HostError& ex) {
+    if (exe.rec->timed_out()) set_lost(ex.what());  // still in flight: the executable keeps it until the device idles
+    throw BackendError(BackendError::Kind::device, ex.what());
+  }
+  const auto* f = reinterpret_cast<const uint32_t*>(exe.flags.mapped);
   if (f[0])
     throw BackendError(BackendError::Kind::invalid,
                        "[backend vulkan] GET_ROWS: an id is outside the table (rows were zeroed); check token ids");
@@ -473,12 +554,77 @@ void VulkanDevice::compute(const backend::BoundGraph& graph) {
                                    "can visit on '{}' (llvmpipe ends a shader's loops after 65535 iterations: {} keys "
                                    "with cache blocks of 16, {} with blocks of 1): shorten the context or use a GPU",
                                    info_.name, attention_max_keys(policy_, 16), attention_max_keys(policy_, 1)));
-  uint64_t msgs = ctx_->validation_messages() - msgs_before;
+  const uint64_t msgs = ctx_->validation_messages() - exe.messages;
   if (msgs)
     throw BackendError(BackendError::Kind::device,
                        fmt::format("[backend vulkan] the validation layer reported {} message(s) during compute; "
                                    "last: {}",
                                    msgs, ctx_->last_validation_message()));
+}
+
+void VulkanDevice::reap_copies(bool wait) {
+  std::lock_guard<std::mutex> lock(copy_mu_);
+  for (auto it = copies_.begin(); it != copies_.end();) {
+    if (!wait && !(*it)->finished()) {
+      ++it;
+      continue;
+    }
+    try {
+      (*it)->wait();
+    } catch (const HostError& ex) {
+      set_lost(ex.what());
+      std::lock_guard<std::mutex> pl(pool_mu_);
+      zombies_.push_back(std::move(*it));
+      copies_.erase(it);
+      throw BackendError(BackendError::Kind::device, ex.what());
+    }
+    return_recorder(std::move(*it));
+    it = copies_.erase(it);
+  }
+}
+
+void VulkanDevice::copy(const std::vector<backend::CopyRegion>& regions) {
+  check_not_lost();
+  reap_copies(false);
+  for (const backend::CopyRegion& r : regions) {
+    auto outside = [&](backend::Buffer* b, size_t off) { return off > b->size() || r.bytes > b->size() - off; };
+    if (!r.dst) throw BackendError(BackendError::Kind::invalid, "[backend vulkan] copy: a region has no destination");
+    for (backend::Buffer* b : {r.src, r.dst})
+      if (b && &b->device() != this)
+        throw BackendError(BackendError::Kind::invalid, "[backend vulkan] copy: a buffer lives on another device");
+    if (outside(r.dst, r.dst_offset) || (r.src && outside(r.src, r.src_offset)))
+      throw BackendError(BackendError::Kind::invalid,
+                         fmt::format("[backend vulkan] copy of {} bytes outside its buffers", r.bytes));
+  }
+  if (regions.empty()) return;
+  auto rec = take_recorder(false);
+  try {
+    rec->begin();
+    for (const backend::CopyRegion& r : regions) {
+      auto* dst = static_cast<VulkanBuffer*>(r.dst);
+      dst->written(r.dst_offset, r.bytes);
+      if (r.src)
+        rec->copy(static_cast<VulkanBuffer*>(r.src)->allocation(), r.src_offset, dst->allocation(), r.dst_offset,
+                  r.bytes);
+      else
+        rec->fill_zero(dst->allocation(), r.dst_offset, r.bytes);
+    }
+    rec->end();
+    rec->submit();
+  } catch (const HostError& ex) {
+    throw BackendError(BackendError::Kind::device, ex.what());
+  }
+  std::lock_guard<std::mutex> lock(copy_mu_);
+  copies_.push_back(std::move(rec));
+}
+
+void VulkanDevice::sync() {
+  check_not_lost();
+  {
+    std::lock_guard<std::mutex> lock(ctx_->queue_mutex());
+    check(vkQueueWaitIdle(ctx_->queue()), "vkQueueWaitIdle");
+  }
+  reap_copies(true);
 }
 
 }  // namespace kiln::vk

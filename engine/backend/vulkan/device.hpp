@@ -1,7 +1,8 @@
-// kiln's backend::Device / Buffer / Backend on Vulkan. compute() records a whole bound graph into
-// one command buffer (barriers only on overlapping read/write ranges) and waits with a finite
-// timeout. With validation enabled (KILN_VULKAN_VALIDATION=1) any layer message during a
-// compute() is an error, so the op harness proves "zero validation messages" by passing.
+// kiln's backend::Device / Buffer / Backend on Vulkan. prepare() records a whole bound graph into
+// one command buffer (barriers only on overlapping read/write ranges) that submit() runs as often
+// as asked, each run signalling its own fence; wait() has a finite timeout. With validation
+// enabled (KILN_VULKAN_VALIDATION=1) any layer message during a run is an error, so the op harness
+// proves "zero validation messages" by passing.
 #pragma once
 
 #include <deque>
@@ -20,6 +21,32 @@
 namespace kiln::vk {
 
 class VulkanDevice;
+
+/**
+ * Device memory one executable's kernels need besides their tensors: small tables (RoPE
+ * frequencies) and one scratch shared by every node that asks (the chunked delta rule's per-chunk
+ * terms, the recorder's barriers ordering their uses). Freed with the executable: kept, the
+ * scratch (up to 256 MiB) would be memory the model host's planning does not know about.
+ */
+class GraphTemps {
+ public:
+  explicit GraphTemps(Allocator& mem) : mem_(mem) {}
+  ~GraphTemps() { release(); }
+  GraphTemps(const GraphTemps&) = delete;
+  GraphTemps& operator=(const GraphTemps&) = delete;
+  /** Host-visible copy of `bytes` of `data`. */
+  const Allocation& upload(const void* data, size_t bytes);
+  /** Device-local scratch of at least `bytes`; throws HostError when the memory is not there. */
+  const Allocation& scratch(size_t bytes);
+  void release();
+  /** After a lost device: the memory may still be in use, so it is never released. */
+  void leak() { temps_.clear(), scratch_ = nullptr; }
+
+ private:
+  Allocator& mem_;
+  std::deque<Allocation> temps_;
+  const Allocation* scratch_ = nullptr;  ///< the largest scratch (in temps_)
+};
 
 class VulkanBuffer final : public backend::Buffer {
  public:
@@ -60,7 +87,12 @@ class VulkanDevice final : public backend::Device {
   std::unique_ptr<backend::Buffer> allocate(size_t bytes, backend::BufferUsage usage) override;
   std::unique_ptr<backend::Buffer> import_host(void* ptr, size_t bytes) override;
   backend::Support supports_op(const backend::Node& node) const override;
-  void compute(const backend::BoundGraph& graph) override;
+  backend::DeviceLimits limits(uint32_t block_tokens) const override;
+  std::unique_ptr<backend::Executable> prepare(const backend::BoundGraph& graph) override;
+  void submit(backend::Executable& exe) override;
+  void wait(backend::Executable& exe) override;
+  void copy(const std::vector<backend::CopyRegion>& regions) override;
+  void sync() override;
 
   Context& context() { return *ctx_; }
   Allocator& allocator() { return *mem_; }
@@ -73,33 +105,33 @@ class VulkanDevice final : public backend::Device {
   bool validation_enabled() const { return ctx_->validation_enabled(); }
   /** The KILN_PROFILE=1 per-op table so far (empty when profiling is off). */
   std::string profile_table() const;
-  /** Barriers / dispatches recorded by the last compute() (tests of barrier placement). */
+  /** Barriers / dispatches recorded by the last prepare() (tests of barrier placement). */
   size_t last_barriers() const { return last_barriers_; }
   size_t last_dispatches() const { return last_dispatches_; }
   /** Copies between device and host through a staging buffer when memory is not mappable. */
   void transfer(const Allocation& a, size_t offset, void* host, size_t bytes, bool to_device);
-  /** Host-visible copy of small per-op constants (RoPE frequencies), freed after compute(). */
-  const Allocation& temp_upload(const void* data, size_t bytes);
-  /** Device-local scratch of at least `bytes` for the kernels of one compute() (the chunked
-   *  delta rule's per-chunk terms): one allocation shared by the graph's nodes, freed after it.
-   *  Throws HostError when the memory is not there. */
-  const Allocation& temp_scratch(size_t bytes);
+  /** A recorder for a new recording: an idle one kept from a destroyed executable, or a new one. */
+  std::unique_ptr<Recorder> take_recorder(bool profiled);
+  /** Takes back the recorder of a destroyed executable (kept until the device idles when lost). */
+  void return_recorder(std::unique_ptr<Recorder> rec);
 
  private:
+  class Executable;
+  /** Recycles the recorders of copies that have finished (with `wait`: waits for all of them). */
+  void reap_copies(bool wait);
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Allocator> mem_;
   std::unique_ptr<Pipelines> pipes_;
   std::unique_ptr<Profiler> profiler_;
-  std::unique_ptr<Recorder> rec_, xfer_;
-  std::unique_ptr<Recorder> zombie_;       ///< a timed-out recorder, destroyed only after the device idles
-  std::unique_ptr<Recorder> xfer_zombie_;  ///< the same for a timed-out staging transfer
-  std::deque<Allocation> temps_;
-  const Allocation* scratch_ = nullptr;  ///< the largest temp_scratch of this compute (in temps_)
-  Allocation flags_;  ///< 16 bytes of error flags kernels raise (bad ids / slots)
+  std::unique_ptr<Recorder> xfer_;
+  std::vector<std::unique_ptr<Recorder>> zombies_;                 ///< timed out: destroyed only after the device idles
+  std::vector<std::unique_ptr<Recorder>> spare_, spare_profiled_;  ///< idle recorders to reuse
+  std::vector<std::unique_ptr<Recorder>> copies_;                  ///< submitted copy() buffers not yet recycled
   KernelPolicy policy_;
   backend::DeviceInfo info_;
-  std::mutex compute_mu_, xfer_mu_;
+  std::mutex record_mu_, xfer_mu_, pool_mu_, copy_mu_;
   size_t last_barriers_ = 0, last_dispatches_ = 0;
+  uint64_t timeout_ns_ = 0;  ///< fence waits (fence_timeout_ns, read when the device is made)
   /** Why the device is unusable (a timed-out submit), empty when fine. compute() and transfers
    *  (each under its own mutex) both read and set it. */
   std::string lost_reason() const;

@@ -151,7 +151,7 @@ const Allocation& rope_freqs(const OpEnv& e, const backend::Node& rope, int64_t 
   for (size_t i = 0; i < static_cast<size_t>(nd / 2); ++i)
     freq[i] = static_cast<float>(
         1.0 / std::pow(static_cast<double>(rope.params.theta), static_cast<double>(2 * i) / static_cast<double>(nd)));
-  return e.dev.temp_upload(freq.data(), freq.size() * 4);
+  return e.temps.upload(freq.data(), freq.size() * 4);
 }
 
 }  // namespace

@@ -141,7 +141,7 @@ bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
       total += (part[i] * static_cast<uint64_t>(G) + 255) / 256 * 256;
     }
     try {
-      scratch = &e.dev.temp_scratch(total);
+      scratch = &e.temps.scratch(total);
     } catch (const HostError& ex) {
       if (G == 1)
         e.fail(fmt::format("no memory for the chunked delta rule's scratch ({} bytes for one chunk): {}", total,

@@ -16,12 +16,14 @@
 namespace kiln::vk {
 
 class VulkanDevice;
+class GraphTemps;
 
 struct OpEnv {
   VulkanDevice& dev;
   Recorder& rec;
   const backend::Node& node;
-  const Allocation& flags;
+  const Allocation& flags;  ///< the executable's error flags (words 0-4) and a sink (word 7)
+  GraphTemps& temps;        ///< the executable's small tables and scratch
 
   const Allocation& alloc(const backend::TensorRef& t) const;
   /** Texel-view argument over t's allocation (offsets go in push constants). */
