@@ -12,6 +12,13 @@ if(KILN_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
 endif()
+if(KILN_TSAN)
+  if(KILN_SANITIZE)
+    message(FATAL_ERROR "KILN_TSAN and KILN_SANITIZE cannot be combined; use two build folders")
+  endif()
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()
 
 # Give every binary an rpath relative to itself so the build tree and installs both work.
 set(CMAKE_BUILD_RPATH_USE_ORIGIN ON)

@@ -2,6 +2,7 @@
 # One command: set up a fresh Debian 12 machine, build, and run the whole test suite.
 #   scripts/test.sh            everything (release build, then the ASan+UBSan build's unit tests)
 #   KILN_SKIP_SANITIZE=1 ...   skip the sanitizer build
+#   KILN_SKIP_TSAN=1 ...       skip the ThreadSanitizer build
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
@@ -18,5 +19,18 @@ if [ "${KILN_SKIP_SANITIZE:-0}" != 1 ]; then
     -DKILN_BUILD_BENCH=OFF -DKILN_FUZZ=ON
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --output-on-failure -j "$(nproc)" -L 'unit|fuzz' --timeout 900)
+fi
+if [ "${KILN_SKIP_TSAN:-0}" != 1 ]; then
+  # ThreadSanitizer over the tests that run work on other threads (the CPU device's worker, the
+  # model host's steps in flight), on the CPU device alone: no Vulkan driver is loaded (Mesa's
+  # lavapipe threads are not instrumented).
+  tsan_tests=(backend_executable_test test_model_host)
+  CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON \
+    -DKILN_STATIC_PLUGINS=ON -DKILN_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-tsan -j "$(nproc)" --target "${tsan_tests[@]}"
+  for t in "${tsan_tests[@]}"; do
+    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" VK_ICD_FILENAMES=/nonexistent VK_DRIVER_FILES=/nonexistent \
+      build-tsan/bin/"$t" --gtest_brief=1
+  done
 fi
 echo "test.sh: finished in $(( $(date +%s) - start ))s"

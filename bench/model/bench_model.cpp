@@ -12,8 +12,8 @@
 // --model PATH runs a real checkpoint instead (e.g. configs/models/stories260K.gguf, which is
 // dispatch-bound: its rate measures the per-step overhead of host and device, not bandwidth).
 // A second table splits the median decode step into the host's work (graph build, memory plan,
-// binding, input upload, logits download) and the device's compute (recording, submission and the
-// device's own time).
+// binding and preparing the executable — Vulkan's recording — all zero once the batch shape's graph
+// is cached; input upload; logits download) and the device's compute (submit to end of run).
 //
 //   bench_model [--device cpu|vulkan|auto] [--dtype f16,bf16,q8_0] [--layers 28] [--prompt 64]
 //               [--decode 16] [--seqs 1] [--dir /tmp] [--keep] [--roofline auto|triad|copy]
@@ -164,7 +164,9 @@ Measured measure(model::ModelHost& host, int prompt, int decode, int seqs) {
 }
 
 void print_step_parts(const std::vector<std::pair<std::string, Measured>>& rows) {
-  std::printf("\nmedian decode step, microseconds: host parts, then the device's compute (record + submit + wait)\n");
+  std::printf(
+      "\nmedian decode step, microseconds: host parts (build, plan and bind+record are 0 once the shape's graph is "
+      "cached), then the device's compute (submit to end of run)\n");
   std::printf("%-34s %9s %9s %9s %9s %9s %9s %10s %9s\n", "row", "step", "build", "plan", "bind", "upload", "download",
               "compute", "host %");
   for (const auto& [label, m] : rows) {

@@ -82,6 +82,8 @@ enum class BufferUsage {
   weights,      ///< uploaded once, read by kernels
   activations,  ///< graph intermediates and inputs/outputs, re-uploaded per step
   state,        ///< KV cache and recurrent state, long-lived and written by kernels
+  inputs,       ///< batch inputs the host rewrites every step and kernels read (host-visible where
+                ///< the device can, so upload() is a plain copy that does not wait for the device)
 };
 
 /**

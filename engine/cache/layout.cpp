@@ -95,8 +95,8 @@ CacheLayout plan_layout(const std::vector<LayerSpec>& layers, const CacheOptions
     L.layer_group[static_cast<size_t>(i)] = static_cast<int32_t>(g - L.groups.begin());
   }
 
-  // Recurrent slots first: one per sequence that may be alive.
-  L.n_state_slots = L.state_bytes_per_slot ? o.max_seqs : 0;
+  // Recurrent slots first: one per sequence that may be alive, and the snapshots'.
+  L.n_state_slots = L.state_bytes_per_slot ? o.max_seqs + o.snapshot_slots : 0;
   L.state_bytes = uint64_t{L.n_state_slots} * L.state_bytes_per_slot;
   // What each group can ever use: full layers the whole context of every sequence, sliding layers
   // the window plus one step's chunk (and a block of slack for the partly filled ends).

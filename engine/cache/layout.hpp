@@ -32,7 +32,8 @@ struct CacheOptions {
   uint32_t block_tokens = 16;
   uint64_t budget_bytes = 0;      ///< KV blocks + recurrent slots together
   uint32_t kv_dtype = KILN_DTYPE_F16;  ///< f32, f16 or bf16
-  uint32_t max_seqs = 64;         ///< sequences alive at once (recurrent slots)
+  uint32_t max_seqs = 64;         ///< sequences alive at once (a recurrent slot each)
+  uint32_t snapshot_slots = 0;    ///< recurrent slots beyond max_seqs, for state snapshots
   uint32_t max_context = 4096;    ///< tokens per sequence
   uint32_t max_batch_tokens = 2048;
   /** Sliding-window layers return blocks that left the window to the pool (off: keep them; tests). */

@@ -134,8 +134,8 @@ int run(const std::vector<std::string>& argv) {
     uint32_t produced = 0;
     for (; produced < max_tokens; ++produced) {
       model::StepResult r;
-      const cache::Status st = host.step({{0, step_ids, true, false}}, &r);
-      if (st != cache::Status::ok) return failure("generate", cache::status_message(st));
+      const model::StepStatus st = host.step({{0, step_ids, true, false}}, &r);
+      if (!st.ok()) return failure("generate", st.message);
       if (produced == 0) prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const int32_t next = sampler.sample(r.logits.data(), V);
       if (std::find(gen.stop_tokens.begin(), gen.stop_tokens.end(), next) != gen.stop_tokens.end()) break;

@@ -41,8 +41,8 @@ int run(const std::vector<std::string>& argv) {
       if (static_cast<uint32_t>(id) >= V) return failure("logits", fmt::format("id {} is outside the vocabulary ({} ids)", id, V));
     if (host->add_sequence(0) != cache::Status::ok) return failure("logits", "cannot start a sequence");
     model::StepResult r;
-    const cache::Status st = host->step({{0, ids, true, args.flag("--all")}}, &r);
-    if (st != cache::Status::ok) return failure("logits", cache::status_message(st));
+    const model::StepStatus st = host->step({{0, ids, true, args.flag("--all")}}, &r);
+    if (!st.ok()) return failure("logits", st.message);
     if (args.flag("--all")) {
       std::fputs("[", stdout);
       for (uint32_t row = 0; row < r.rows; ++row) {

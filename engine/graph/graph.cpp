@@ -1,11 +1,11 @@
 // Graph bookkeeping and the C shims of kiln_host_ops (exceptions become kiln_error here).
 #include "graph/graph.hpp"
 
+#include <fmt/format.h>
+
+#include "backend/ops.hpp"
 #include "core/error.hpp"
 #include "graph/infer.hpp"
-#include "backend/ops.hpp"
-
-#include <fmt/format.h>
 
 namespace kiln::graph {
 
@@ -75,7 +75,9 @@ uint32_t Graph::find(std::string_view name) const {
 
 namespace {
 
-Builder* self(void* ctx) { return static_cast<Builder*>(ctx); }
+Builder* self(void* ctx) {
+  return static_cast<Builder*>(ctx);
+}
 
 template <class F>
 kiln_tensor guarded(F f) noexcept {
@@ -92,7 +94,9 @@ Builder::Builder(Bindings& bindings) : bindings_(bindings) {
   ops_.struct_size = sizeof(kiln_host_ops);
   ops_.abi_minor = KILN_ABI_MINOR;
   ops_.ctx = this;
-  ops_.weight = [](void* ctx, const char* name) { return guarded([&] { return self(ctx)->weight(name ? name : ""); }); };
+  ops_.weight = [](void* ctx, const char* name) {
+    return guarded([&] { return self(ctx)->weight(name ? name : ""); });
+  };
   ops_.input = [](void* ctx, const char* name) { return guarded([&] { return self(ctx)->input(name ? name : ""); }); };
   ops_.cache = [](void* ctx, uint32_t layer, const char* name) {
     return guarded([&] { return self(ctx)->cache(layer, name ? name : ""); });
@@ -104,9 +108,12 @@ Builder::Builder(Bindings& bindings) : bindings_(bindings) {
       if (n_srcs > KILN_OP_MAX_SRCS || (n_srcs && !srcs))
         throw_error("[graph] {}: {} sources (at most {})", op_name(op), n_srcs, KILN_OP_MAX_SRCS);
       // Checked before the cast: an out-of-range enum value is undefined behaviour.
-      if (!op_traits(op).name) throw_error("[graph] unknown op {} (this host knows ops up to {})", op, KILN_OP_COUNT - 1);
+      if (!op_traits(op).name)
+        throw_error("[graph] unknown op {} (this host knows ops up to {})", op, KILN_OP_COUNT - 1);
       const kiln_op_params p = params ? *params : kiln_op_params{};
       b->last_error_.clear();
+      if (op == KILN_OP_GET_ROWS && n_srcs == 2)
+        if (uint32_t gathered = b->host_gather(srcs[0], srcs[1])) return gathered;
       return b->graph_.add_op(static_cast<kiln_op>(op), std::span<const uint32_t>(srcs, n_srcs), p);
     } catch (const std::exception& e) {
       b->last_error_ = e.what();
@@ -144,6 +151,23 @@ uint32_t Builder::input(std::string_view name) {
   if (auto it = inputs_.find(key); it != inputs_.end()) return it->second;
   auto d = bindings_.input(name);
   return d ? inputs_[key] = graph_.add_external(TensorKind::input, key, *d) : 0;
+}
+
+uint32_t Builder::host_gather(uint32_t table, uint32_t ids) {
+  if (!graph_.valid(table) || graph_.tensor(table).kind != TensorKind::weight) return 0;
+  const std::string table_name = graph_.tensor(table).name;
+  const Tensor* id = graph_.valid(ids) ? &graph_.tensor(ids) : nullptr;
+  const std::string ids_name = id && id->kind == TensorKind::input ? id->name : std::string();
+  const auto gathered = bindings_.host_gather(table_name, ids_name);
+  if (!gathered) return 0;
+  if (ids_name.empty())
+    throw_error(
+        "[graph] GET_ROWS of '{}': the table is kept in host memory (KILN_TENSOR_HOST), so its rows can only "
+        "be gathered by a batch input such as \"tokens\"",
+        table_name);
+  const uint32_t t = input(*gathered);
+  if (!t) throw_error("[graph] internal error: the host named no input for the rows of '{}'", table_name);
+  return t;
 }
 
 uint32_t Builder::cache(uint32_t layer, std::string_view name) {

@@ -2,8 +2,6 @@
 // every op is shape-checked on entry (graph/infer.hpp) so errors name the op and the shapes.
 #pragma once
 
-#include "backend/tensor.hpp"
-
 #include <kiln/kiln_plugin.h>
 
 #include <optional>
@@ -12,6 +10,8 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "backend/tensor.hpp"
 
 namespace kiln::graph {
 
@@ -27,10 +27,10 @@ enum class TensorKind {
 struct Tensor {
   TensorDesc desc;
   TensorKind kind = TensorKind::intermediate;
-  std::string name;     ///< weight/input/cache name, or the name given by the plugin
-  uint32_t layer = 0;   ///< cache tensors
-  int32_t node = -1;    ///< producing node (intermediates)
-  uint32_t alias = 0;   ///< nonzero: same memory as this tensor (RESHAPE, SET_ROWS result)
+  std::string name;    ///< weight/input/cache name, or the name given by the plugin
+  uint32_t layer = 0;  ///< cache tensors
+  int32_t node = -1;   ///< producing node (intermediates)
+  uint32_t alias = 0;  ///< nonzero: same memory as this tensor (RESHAPE, SET_ROWS result)
   bool output = false;
 };
 
@@ -73,6 +73,15 @@ class Bindings {
   virtual std::optional<TensorDesc> weight(std::string_view name) = 0;
   virtual std::optional<TensorDesc> input(std::string_view name) = 0;
   virtual std::optional<TensorDesc> cache(uint32_t layer, std::string_view name) = 0;
+  /**
+   * GET_ROWS of weight `table` by the batch input `ids`: when the host keeps the table in host
+   * memory (KILN_TENSOR_HOST) it gathers the rows itself, and this names the input that holds them
+   * (input() then knows it). nullopt: the table is on the device (an ordinary GET_ROWS).
+   */
+  virtual std::optional<std::string> host_gather(std::string_view table, std::string_view ids) {
+    (void)table, (void)ids;
+    return std::nullopt;
+  }
 };
 
 /**
@@ -93,6 +102,8 @@ class Builder {
   uint32_t weight(std::string_view name);
   uint32_t input(std::string_view name);
   uint32_t cache(uint32_t layer, std::string_view name);
+  /** GET_ROWS(table, ids) of a host-resident table: the input holding the gathered rows, else 0. */
+  uint32_t host_gather(uint32_t table, uint32_t ids);
 
  private:
   Bindings& bindings_;

@@ -246,6 +246,7 @@ WeightDecl WeightDecl::from_c(const kiln_tensor_decl& d) {
   w.optional = d.optional != 0;
   w.convert = d.convert != 0;
   w.stack = d.stack;
+  w.host = (d.flags & KILN_TENSOR_HOST) != 0;
   return w;
 }
 

@@ -79,6 +79,7 @@ struct WeightDecl {
   bool optional = false;
   bool convert = false;                ///< any float storage is fine: the host converts to `dtype`
   uint32_t stack = 0;                  ///< >0: `name` has "{}", pieces 0..stack-1 stacked on a new outer dim
+  bool host = false;                   ///< KILN_TENSOR_HOST: stays in host memory, rows gathered by the host
 
   static WeightDecl from_c(const kiln_tensor_decl& d);
 };

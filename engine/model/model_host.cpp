@@ -1,3 +1,7 @@
+// The model host's loading side: the plugin's model, weights (device arenas, zero-copy imports,
+// host-resident tables), caches sized from the budget, the limits a scheduler plans within, and
+// the sequence operations (start from held blocks and snapshots, truncate, release). Steps:
+// host_step.cpp.
 #include "model/model_host.hpp"
 
 #include <algorithm>
@@ -8,44 +12,14 @@
 #include "core/convert.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "graph/allocator.hpp"
-#include "graph/graph.hpp"
-#include "graph/lower.hpp"
 #include "model/checkpoint_writer.hpp"
+#include "model/host_parts.hpp"
 #include "model/progress.hpp"
 #include "plugin/registry.hpp"
 
 namespace kiln::model {
 
-using backend::TensorDesc;
-using backend::TensorRef;
-
-struct ModelHost::Weight {
-  TensorDesc desc;
-  backend::Buffer* buffer = nullptr;  ///< owned by weight_buffers_
-  size_t offset = 0;
-};
-
-struct ModelHost::CacheTensors {
-  TensorDesc k, v;
-  std::unique_ptr<backend::Buffer> kbuf, vbuf;
-  TensorDesc state[2];
-  std::unique_ptr<backend::Buffer> sbuf[2];
-};
-
 namespace {
-
-TensorDesc make_desc(DType t, const std::vector<int64_t>& shape) {
-  TensorDesc d;
-  d.dtype = t;
-  d.ndim = static_cast<uint32_t>(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) d.ne[i] = shape[i];
-  return d;
-}
-
-std::string kiln_error_text(const kiln_error& e, const char* what) {
-  return e.message[0] ? std::string(e.message) : std::string(what) + " failed without a message";
-}
 
 void zero_buffer(backend::Buffer& b) {
   if (void* p = b.host_ptr()) {
@@ -118,14 +92,32 @@ ModelHost::ModelHost(Checkpoint ckpt, const Component& component, const HostOpti
   device_ = &backend::Registry::instance().select({options.device, options.allow_cpu_fallback});
   load_weights(decls);
   make_cache(options);
+  for (int i = 0; i < 2; ++i) slots_.push_back(std::make_unique<Slot>());
+  // A graph for the smallest batch, built (not run) now: a plugin that cannot build its graph for
+  // this checkpoint fails here, at load, naming what is wrong, rather than at the first request.
+  probe_graph();
   stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log::info("[model] {} ({}) on {}: {} tensors, {} of weights ({} mapped without copy), {} of cache, loaded in {:.2f}s",
-            ckpt_.path(), hp_.architecture ? hp_.architecture : "?", device_->info().name, stats_.n_tensors,
-            human_bytes(stats_.weight_bytes), human_bytes(stats_.imported_bytes), human_bytes(stats_.cache_bytes),
-            stats_.seconds);
+  log::info(
+      "[model] {} ({}) on {}: {} tensors, {} of weights ({} mapped without copy, {} kept on the host), {} of cache, "
+      "loaded in {:.2f}s",
+      ckpt_.path(), hp_.architecture ? hp_.architecture : "?", device_->info().name, stats_.n_tensors,
+      human_bytes(stats_.weight_bytes), human_bytes(stats_.imported_bytes), human_bytes(stats_.host_bytes),
+      human_bytes(stats_.cache_bytes), stats_.seconds);
 }
 
 ModelHost::~ModelHost() {
+  // Steps and copies still on the device use the buffers freed below: let them end first.
+  for (auto& f : flight_)
+    if (auto& e = f->graph->exe[f->slot]) try {
+        device_->wait(*e);
+      } catch (...) {
+      }
+  try {
+    device_->sync();
+  } catch (...) {
+  }
+  flight_.clear();
+  graphs_.clear();
   if (model_ && vt_) vt_->destroy(model_);
 }
 
@@ -153,6 +145,19 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
     const auto& pieces = resolved[i];
     if (pieces.empty()) continue;
     const TensorInfo& first = *pieces[0];
+    if (d.host) {
+      // Kept in the mapped file; the host gathers the rows a step needs (host_step.cpp).
+      if (d.stack || pieces.size() != 1 || !backend::is_weight_dtype(first.dtype) || first.shape.size() < 2)
+        throw_error(
+            "[model] tensor '{}' is declared host-resident (KILN_TENSOR_HOST): that takes one floating-point "
+            "checkpoint tensor of at least 2 dims, not {} {}",
+            d.name, dtype_name(first.dtype), shape_str(first.shape));
+      plans[i].w = std::make_unique<Weight>();
+      plans[i].w->desc = make_desc(first.dtype, first.shape);
+      plans[i].w->host = &first;
+      stats_.host_bytes += first.nbytes;
+      continue;
+    }
     const bool native = backend::is_weight_dtype(first.dtype);
     const DType stored = native ? first.dtype : DType::f32;
     DType target = stored;
@@ -210,7 +215,7 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
       }
     }
     for (const TensorInfo* t : pieces) bar.advance(t->nbytes);
-    stats_.weight_bytes += p.w->desc.bytes();
+    if (!p.w->host) stats_.weight_bytes += p.w->desc.bytes();
     ++stats_.n_tensors;
     weights_.emplace(decls[i].name, std::move(p.w));
   }
@@ -231,9 +236,27 @@ void ModelHost::make_cache(const HostOptions& o) {
   co.block_tokens = static_cast<uint32_t>(o.cache.block_tokens);
   co.kv_dtype = o.kv_dtype;
   co.max_seqs = o.max_seqs;
+  co.snapshot_slots = o.snapshot_slots;
   co.max_context = o.max_context ? o.max_context : std::min<uint32_t>(hp_.max_context ? hp_.max_context : 8192, 8192);
   co.max_batch_tokens = o.max_batch_tokens;
   co.free_out_of_window = o.free_out_of_window;
+  // What the device takes is part of the limits: a head dim its attention kernels lack refuses the
+  // model now; a context longer than one query may attend to there is capped (and logged).
+  const backend::DeviceLimits dl = device_->limits(co.block_tokens);
+  bool attention = false;
+  for (uint32_t l = 0; l < specs.size(); ++l) {
+    const auto& sp = specs[l];
+    if (sp.kind != KILN_CACHE_FULL_KV && sp.kind != KILN_CACHE_SLIDING_KV) continue;
+    attention = true;
+    if (std::max(sp.head_dim_k, sp.head_dim_v) > dl.max_head_dim)
+      throw_error("[model] layer {}: attention head dims {}/{} exceed what device '{}' runs ({}); use another device",
+                  l, sp.head_dim_k, sp.head_dim_v, device_->info().name, dl.max_head_dim);
+  }
+  if (attention && co.max_context > dl.max_attention_keys) {
+    log::warn("[model] max_context {} capped at {}: a query on '{}' attends to at most that many keys", co.max_context,
+              dl.max_attention_keys, device_->info().name);
+    co.max_context = dl.max_attention_keys;
+  }
   const backend::MemoryInfo mem = device_->memory();
   co.budget_bytes = cache::budget_from_config(o.cache, mem.total, mem.free);
   cache::CacheLayout layout = cache::plan_layout(specs, co);
@@ -267,200 +290,102 @@ void ModelHost::make_cache(const HostOptions& o) {
     }
     layer_cache_[l] = std::move(c);
   }
+  limits_.n_vocab = hp_.n_vocab;
+  limits_.max_batch_tokens = co.max_batch_tokens;
+  limits_.max_batch_seqs = std::min(co.max_seqs, dl.max_batch_seqs);
+  limits_.max_seqs = co.max_seqs;
+  limits_.max_context = co.max_context;
+  limits_.block_tokens = layout.block_tokens;
+  limits_.recurrent = layout.has_recurrent();
+  limits_.snapshot_slots = layout.has_recurrent() ? co.snapshot_slots : 0;
   cache_ = std::make_unique<cache::KvCache>(std::move(layout), co);
 }
 
 // ------------------------------------------------------------------------------------------------
-// One step.
+// Sequences and sharing. A sequence with a step in flight may be released (it goes when the step
+// finishes) but not otherwise changed.
 
-/** Names the plugin may ask for during one step, and where each lives once bound. */
-class ModelHost::StepBindings : public graph::Bindings {
- public:
-  StepBindings(ModelHost& host, const cache::RaggedBatch& b) : host_(host) {
-    const auto N = static_cast<int64_t>(b.n_tokens), S = static_cast<int64_t>(b.n_seqs);
-    add("tokens", make_desc(DType::i32, {N}), b.tokens.data());
-    add("positions", make_desc(DType::i32, {N}), b.positions.data());
-    add("seqs", make_desc(DType::i32, {S, 4}), b.seqs.data());
-    add("logits_rows", make_desc(DType::i32, {static_cast<int64_t>(b.logits_rows.size())}), b.logits_rows.data());
-    for (size_t g = 0; g < b.groups.size(); ++g) {
-      add("block_table." + std::to_string(g), make_desc(DType::i32, {S, static_cast<int64_t>(b.groups[g].max_blocks)}),
-          b.groups[g].block_table.data());
-      add("slots." + std::to_string(g), make_desc(DType::i32, {N}), b.groups[g].slots.data());
-    }
-  }
-
-  /** Uploads every input into one buffer (grown when too small). */
-  void upload(std::unique_ptr<backend::Buffer>& buf) {
-    size_t total = 0;
-    for (auto& in : inputs_) {
-      in.offset = total;
-      total += (in.desc.bytes() + 255) / 256 * 256;
-    }
-    if (!buf || buf->size() < total)
-      buf = host_.device_->allocate(std::max<size_t>(total, 4096) * 2, backend::BufferUsage::activations);
-    for (const auto& in : inputs_)
-      if (in.desc.bytes()) buf->upload(in.offset, in.data, in.desc.bytes());
-    buffer_ = buf.get();
-  }
-
-  std::optional<TensorDesc> weight(std::string_view name) override {
-    auto it = host_.weights_.find(name);
-    if (it == host_.weights_.end()) return std::nullopt;
-    return it->second->desc;
-  }
-  std::optional<TensorDesc> input(std::string_view name) override {
-    const Input* in = find(name);
-    return in ? std::optional<TensorDesc>(in->desc) : std::nullopt;
-  }
-  std::optional<TensorDesc> cache(uint32_t layer, std::string_view name) override {
-    if (layer >= host_.layer_cache_.size()) return std::nullopt;
-    const auto& L = host_.cache_->layout();
-    const int32_t group = L.layer_group[layer];
-    if (name == "block_table" || name == "slots") {
-      if (group < 0) return std::nullopt;
-      return input(std::string(name) + "." + std::to_string(group));
-    }
-    const CacheTensors* c = host_.layer_cache_[static_cast<size_t>(L.layer_source[layer])].get();
-    if (!c) return std::nullopt;
-    if (name == "k" && c->kbuf) return c->k;
-    if (name == "v" && c->vbuf) return c->v;
-    if (name == "state0" && c->sbuf[0]) return c->state[0];
-    if (name == "state1" && c->sbuf[1]) return c->state[1];
-    return std::nullopt;
-  }
-
-  TensorRef resolve(const graph::Tensor& t) const {
-    switch (t.kind) {
-      case graph::TensorKind::weight: {
-        const Weight& w = *host_.weights_.find(t.name)->second;
-        return {w.buffer, w.offset, w.desc};
-      }
-      case graph::TensorKind::input: {
-        const Input* in = find(t.name);
-        return {buffer_, in->offset, in->desc};
-      }
-      case graph::TensorKind::cache: {
-        const auto& L = host_.cache_->layout();
-        if (t.name == "block_table" || t.name == "slots") {
-          const Input* in = find(t.name + "." + std::to_string(L.layer_group[t.layer]));
-          return {buffer_, in->offset, in->desc};
-        }
-        const CacheTensors& c = *host_.layer_cache_[static_cast<size_t>(L.layer_source[t.layer])];
-        if (t.name == "k") return {c.kbuf.get(), 0, c.k};
-        if (t.name == "v") return {c.vbuf.get(), 0, c.v};
-        const int s = t.name == "state0" ? 0 : 1;
-        return {c.sbuf[s].get(), 0, c.state[s]};
-      }
-      default:
-        throw_error("[model] internal error: {} is not an external tensor", t.name);
-    }
-  }
-
- private:
-  struct Input {
-    std::string name;
-    TensorDesc desc;
-    const void* data;
-    size_t offset = 0;
-  };
-  void add(std::string name, TensorDesc desc, const void* data) { inputs_.push_back({std::move(name), desc, data}); }
-  const Input* find(std::string_view name) const {
-    for (const auto& in : inputs_)
-      if (in.name == name) return &in;
-    return nullptr;
-  }
-
-  ModelHost& host_;
-  std::vector<Input> inputs_;
-  backend::Buffer* buffer_ = nullptr;
-};
-
-namespace {
-
-HostTensor download(const TensorRef& r) {
-  HostTensor h;
-  h.shape.assign(r.desc.ne.begin(), r.desc.ne.begin() + r.desc.ndim);
-  const auto n = static_cast<size_t>(r.desc.numel());
-  h.data.resize(n);
-  if (r.desc.dtype == DType::i32) {
-    std::vector<int32_t> ids(n);
-    r.buffer->download(r.offset, ids.data(), n * 4);
-    for (size_t i = 0; i < n; ++i) h.data[i] = static_cast<float>(ids[i]);
-  } else if (r.desc.dtype == DType::f32) {
-    r.buffer->download(r.offset, h.data.data(), n * 4);
-  } else {
-    std::vector<uint8_t> raw(r.desc.bytes());
-    r.buffer->download(r.offset, raw.data(), raw.size());
-    to_f32(r.desc.dtype, raw.data(), static_cast<int64_t>(n), h.data.data());
-  }
-  return h;
+cache::Status ModelHost::add_sequence(uint64_t seq) {
+  poisoned_.erase(seq);
+  return cache_->add(seq);
 }
 
-}  // namespace
-
-cache::Status ModelHost::step(const std::vector<cache::SeqStep>& steps, StepResult* out) {
-  StepTimings tm;
-  auto t = std::chrono::steady_clock::now();
-  auto lap = [&](double& into) {
-    const auto now = std::chrono::steady_clock::now();
-    into += std::chrono::duration<double>(now - t).count();
-    t = now;
-  };
-  cache::RaggedBatch b;
-  if (cache::Status st = cache::plan_batch(*cache_, steps, &b); st != cache::Status::ok) return st;
-  if (b.n_tokens == 0 || b.logits_rows.empty())
-    throw_error("[model] a step needs at least one token and one logits row");
-
-  StepBindings bindings(*this, b);
-  graph::Builder builder(bindings);
-  kiln_batch_desc desc{};
-  desc.struct_size = sizeof(desc);
-  desc.n_tokens = b.n_tokens;
-  desc.n_seqs = b.n_seqs;
-  desc.n_outputs = static_cast<uint32_t>(b.logits_rows.size());
-  kiln_error err{};
-  if (vt_->build_graph(model_, builder.host_ops(), &desc, &err) != KILN_OK)
-    throw_error("[model] {} build_graph: {}", hp_.architecture ? hp_.architecture : "model",
-                builder.last_error().empty() ? kiln_error_text(err, "build_graph") : builder.last_error());
-  graph::Graph& graph = builder.graph();
-  lap(tm.build);
-  const auto outputs = graph.outputs();
-  if (outputs.empty()) throw_error("[model] the plugin's graph marks no output");
-  const uint32_t logits_id = outputs.front();
-  std::vector<std::pair<std::string, uint32_t>> dumps;
-  for (const auto& name : options_.dump)
-    if (uint32_t id = graph.find(name)) {
-      graph.mark_output(id);
-      dumps.emplace_back(name, id);
-    }
-
-  const graph::Plan plan = graph::plan_memory(graph);
-  if (!arena_ || arena_->size() < plan.arena_bytes)
-    arena_ = device_->allocate(std::max<size_t>(plan.arena_bytes, 4096), backend::BufferUsage::activations);
-  lap(tm.plan);
-  bindings.upload(inputs_);
-  lap(tm.upload);
-  const graph::ExternalResolver ext = [&](uint32_t, const graph::Tensor& t) { return bindings.resolve(t); };
-  const backend::BoundGraph bound = graph::bind(graph, plan, *arena_, ext);
-  lap(tm.bind);
-  device_->compute(bound);
-  lap(tm.compute);
-
-  StepResult r;
-  HostTensor logits = download(graph::locate(graph, plan, *arena_, ext, logits_id));
-  if (logits.shape.size() != 2 || logits.shape[0] != static_cast<int64_t>(b.logits_rows.size()))
-    throw_error("[model] the graph's output has shape {}; expected [{}, n_vocab]", shape_str(logits.shape),
-                b.logits_rows.size());
-  r.rows = static_cast<uint32_t>(logits.shape[0]);
-  r.logits = std::move(logits.data);
-  for (int32_t row : b.logits_rows)
-    for (uint32_t s = 0; s < b.n_seqs; ++s)
-      if (row >= b.seqs[s * 4] && row < b.seqs[s * 4] + b.seqs[s * 4 + 1]) r.row_seq.push_back(b.seq_ids[s]);
-  for (const auto& [name, id] : dumps) r.dumps[name] = download(graph::locate(graph, plan, *arena_, ext, id));
-  lap(tm.download);
-  r.timings = tm;
-  *out = std::move(r);
+cache::Status ModelHost::add_sequence(uint64_t seq, const cache::BlockSpan& prefix, const StateSnapshot* state) {
+  if (limits_.recurrent && prefix.length > 0 && (!state || !*state || state->length != prefix.length))
+    return cache::Status::prefix_unusable;  // the recurrent layers would start from a wrong state
+  poisoned_.erase(seq);
+  if (cache::Status st = cache_->add(seq, prefix); st != cache::Status::ok) return st;
+  if (limits_.recurrent && prefix.length > 0) copy_state(state->slot, cache_->state_slot(seq));
   return cache::Status::ok;
+}
+
+void ModelHost::release(uint64_t seq) {
+  if (in_flight(seq)) {
+    release_after_.push_back(seq);
+    return;
+  }
+  cache_->release(seq);
+  poisoned_.erase(seq);
+}
+
+cache::Status ModelHost::truncate(uint64_t seq, uint32_t length, const StateSnapshot* state) {
+  if (in_flight(seq)) return cache::Status::busy;
+  if (!cache_->has(seq)) return cache::Status::unknown_sequence;
+  const uint32_t now = cache_->length(seq);
+  if (length == now) return cache::Status::ok;
+  if (limits_.recurrent && length > 0 && (!state || !*state || state->length != length))
+    return cache::Status::prefix_unusable;  // the state cannot be rolled back; it must be restored
+  if (cache::Status st = cache_->truncate(seq, length); st != cache::Status::ok) return st;
+  if (limits_.recurrent && length > 0) copy_state(state->slot, cache_->state_slot(seq));
+  return cache::Status::ok;
+}
+
+cache::BlockSpan ModelHost::hold(uint64_t seq, uint32_t length) {
+  if (in_flight(seq)) throw_error("[model] hold: sequence {} has a step in flight; finish it first", seq);
+  return cache_->hold(seq, length);
+}
+
+std::optional<StateSnapshot> ModelHost::snapshot(uint64_t seq) {
+  if (in_flight(seq)) throw_error("[model] snapshot: sequence {} has a step in flight; finish it first", seq);
+  if (!cache_->has(seq)) throw_error("[model] snapshot: unknown sequence {}", seq);
+  if (!limits_.recurrent) throw_error("[model] snapshot: the model has no recurrent state (hold() its blocks instead)");
+  const int32_t slot = cache_->take_slot();
+  if (slot < 0) return std::nullopt;
+  copy_state(cache_->state_slot(seq), slot);
+  return StateSnapshot{slot, cache_->length(seq)};
+}
+
+void ModelHost::release_snapshot(StateSnapshot& s) {
+  if (s.slot >= 0) cache_->free_slot(s.slot);
+  s = {};
+}
+
+void ModelHost::copy_state(int32_t from, int32_t to) {
+  std::vector<backend::CopyRegion> regions;
+  for (const auto& c : layer_cache_) {
+    if (!c) continue;
+    for (int k = 0; k < 2; ++k) {
+      if (!c->sbuf[k]) continue;
+      const size_t bytes = c->state[k].bytes() / static_cast<size_t>(c->state[k].ne[0]);
+      regions.push_back({c->sbuf[k].get(), static_cast<size_t>(from) * bytes, c->sbuf[k].get(),
+                         static_cast<size_t>(to) * bytes, bytes});
+    }
+  }
+  if (!regions.empty()) device_->copy(regions);
+}
+
+void ModelHost::copy_blocks(const std::vector<cache::BlockCopy>& copies) {
+  std::vector<backend::CopyRegion> regions;
+  const auto& L = cache_->layout();
+  for (const cache::BlockCopy& c : copies)
+    for (uint32_t l : L.groups[c.group].layers) {
+      const CacheTensors& t = *layer_cache_[l];
+      for (const auto& [buf, desc] : {std::pair{t.kbuf.get(), t.k}, std::pair{t.vbuf.get(), t.v}}) {
+        const size_t bytes = desc.bytes() / static_cast<size_t>(desc.ne[0]);  // one block
+        regions.push_back({buf, static_cast<size_t>(c.src) * bytes, buf, static_cast<size_t>(c.dst) * bytes, bytes});
+      }
+    }
+  if (!regions.empty()) device_->copy(regions);
 }
 
 }  // namespace kiln::model

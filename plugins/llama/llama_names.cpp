@@ -1,12 +1,9 @@
 #include "llama_names.hpp"
 
-#include <cstdio>
-#include <cstring>
-
 namespace llama {
 namespace {
 
-constexpr NameRow kNames[] = {
+const kiln::NameRow<Role> kNames[] = {
     {Role::token_embd, "model.embed_tokens.weight", "token_embd.weight"},
     {Role::output_norm, "model.norm.weight", "output_norm.weight"},
     {Role::output, "lm_head.weight", "output.weight"},
@@ -33,22 +30,10 @@ constexpr NameRow kNames[] = {
 };
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Role::count), "one row per role");
 
-const NameRow& row(Role r) { return kNames[static_cast<size_t>(r)]; }
-
 }  // namespace
 
-std::string tensor_name(Role role, int layer, kiln_checkpoint_format format) {
-  const char* pattern = format == KILN_CHECKPOINT_GGUF ? row(role).gguf : row(role).hf;
-  if (!pattern) return "";
-  if (!std::strstr(pattern, "%d")) return pattern;
-  char buf[160];
-  std::snprintf(buf, sizeof(buf), pattern, layer);
-  return buf;
-}
-
-bool is_per_expert(Role role, kiln_checkpoint_format format) {
-  const char* pattern = format == KILN_CHECKPOINT_GGUF ? row(role).gguf : row(role).hf;
-  return pattern && std::strstr(pattern, "{}");
+kiln::NameTable<Role> name_table(kiln_checkpoint_format format) {
+  return kiln::NameTable<Role>(kNames, format);
 }
 
 }  // namespace llama

@@ -3,9 +3,7 @@
 // stacks). The graph code asks for roles, never for spelled-out names.
 #pragma once
 
-#include <kiln/kiln_plugin.h>
-
-#include <string>
+#include <kiln/names.hpp>
 
 namespace llama {
 
@@ -28,23 +26,15 @@ enum class Role {
   ffn_up,
   ffn_down,
   moe_router,
-  moe_gate_up,      ///< fused [E, 2·I, D] (transformers >= 5): gate rows first, then up
-  moe_down_fused,   ///< [E, D, I] as one tensor (transformers >= 5, GGUF)
-  moe_gate,         ///< [E, I, D]: GGUF ffn_gate_exps, or HF per-expert tensors stacked by the host
+  moe_gate_up,     ///< fused [E, 2·I, D] (transformers >= 5): gate rows first, then up
+  moe_down_fused,  ///< [E, D, I] as one tensor (transformers >= 5, GGUF)
+  moe_gate,        ///< [E, I, D]: GGUF ffn_gate_exps, or HF per-expert tensors stacked by the host
   moe_up,
-  moe_down,         ///< HF per-expert down_proj stacked by the host
+  moe_down,  ///< HF per-expert down_proj stacked by the host
   count
 };
 
-struct NameRow {
-  Role role;
-  const char* hf;    ///< nullptr: not in Hugging Face checkpoints
-  const char* gguf;  ///< nullptr: not in GGUF files
-};
-
-/** The checkpoint name of `role` in `layer` for `format` ("" when that format has no such tensor). */
-std::string tensor_name(Role role, int layer, kiln_checkpoint_format format);
-/** Whether the HF name of `role` is a per-expert pattern the host stacks. */
-bool is_per_expert(Role role, kiln_checkpoint_format format);
+/** The HF and GGUF spellings of every role (kiln::NameTable, sdk/include/kiln/names.hpp). */
+kiln::NameTable<Role> name_table(kiln_checkpoint_format format);
 
 }  // namespace llama

@@ -108,7 +108,7 @@ TEST(Layout, BudgetFromConfig) {
 TEST(KvCache, AppendReleaseAndOutOfBlocksIsAStatus) {
   const uint64_t per_block = 4 * 2 * 8 * 2;
   CacheOptions o = opts(per_block * 5);
-  o.max_seqs = 1;
+  o.max_seqs = 2;
   o.max_context = 20;
   KvCache c(plan_layout({full()}, o), o);
   ASSERT_EQ(c.free_blocks(0), 5u);
@@ -119,13 +119,14 @@ TEST(KvCache, AppendReleaseAndOutOfBlocksIsAStatus) {
   EXPECT_EQ(c.block_table(1, 0), (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(c.slot(1, 0, 4), 4);
   ASSERT_EQ(c.add(2), Status::ok);
-  ASSERT_EQ(c.append(2, 8), Status::ok);  // blocks 2, 3
+  ASSERT_EQ(c.append(2, 8), Status::ok);             // blocks 2, 3
   EXPECT_EQ(c.append(2, 5), Status::out_of_blocks);  // needs 2 more, 1 free
   EXPECT_EQ(c.length(2), 8u);                        // unchanged
   EXPECT_EQ(c.append_all({{1, 4}, {2, 4}}), Status::out_of_blocks);
   EXPECT_EQ(c.length(1), 5u);
   EXPECT_EQ(c.append(1, 16), Status::too_long);
   EXPECT_EQ(c.append(9, 1), Status::unknown_sequence);
+  EXPECT_EQ(c.add(3), Status::out_of_slots);  // max_seqs alive already
   c.release(2);
   EXPECT_EQ(c.free_blocks(0), 3u);
   EXPECT_EQ(c.append(1, 15), Status::ok);
@@ -139,8 +140,8 @@ TEST(KvCache, SlidingWindowReturnsBlocksThatLeftTheWindow) {
   for (int i = 0; i < 40; ++i) {
     ASSERT_EQ(c.append(7, 1), Status::ok);
     const uint32_t len = c.length(7);
-    // The query at position len-1 sees keys len-6 .. len-1: every block holding one of them is kept.
-    for (uint32_t p = len >= 6 ? len - 6 : 0; p < len; ++p) EXPECT_GE(c.slot(7, 0, p), 0) << len << " " << p;
+    // The next query, at position len, sees keys len-5 .. len: every block holding one of them is kept.
+    for (uint32_t p = len >= 5 ? len - 5 : 0; p < len; ++p) EXPECT_GE(c.slot(7, 0, p), 0) << len << " " << p;
     EXPECT_LE(c.blocks_held(7, 0), 3u) << len;
   }
   EXPECT_EQ(c.slot(7, 0, 0), -1);
@@ -177,7 +178,9 @@ TEST(RaggedBatch, PositionsAndTablesArePerSequenceWithoutPadding) {
   ASSERT_EQ(c.add(20), Status::ok);
   ASSERT_EQ(c.append(10, 6), Status::ok);  // seq 10 has 6 tokens already: it decodes
   RaggedBatch b;
-  ASSERT_EQ(plan_batch(c, {{10, {42}, true, false}, {20, {1, 2, 3, 4, 5}, true, false}}, &b), Status::ok);
+  Transaction tx;
+  ASSERT_EQ(plan_batch(c, {{10, {42}, true, false}, {20, {1, 2, 3, 4, 5}, true, false}}, &b, &tx), Status::ok);
+  c.commit(tx);
   EXPECT_EQ(b.n_tokens, 6u);
   EXPECT_EQ(b.n_seqs, 2u);
   EXPECT_EQ(b.tokens, (std::vector<int32_t>{42, 1, 2, 3, 4, 5}));
@@ -192,7 +195,140 @@ TEST(RaggedBatch, PositionsAndTablesArePerSequenceWithoutPadding) {
   EXPECT_EQ(b.groups[1].slots[0], c.slot(10, 1, 6));
   // A failing step changes nothing.
   std::vector<int32_t> many(70, 1);
-  EXPECT_EQ(plan_batch(c, {{20, many, true, false}}, &b), Status::too_long);
+  EXPECT_EQ(plan_batch(c, {{20, many, true, false}}, &b, &tx), Status::too_long);
   EXPECT_EQ(c.length(20), 5u);
-  EXPECT_EQ(plan_batch(c, {{99, {1}, true, false}}, &b), Status::unknown_sequence);
+  EXPECT_EQ(plan_batch(c, {{99, {1}, true, false}}, &b, &tx), Status::unknown_sequence);
+  EXPECT_EQ(plan_batch(c, {{10, {1}, true, false}, {10, {2}, true, false}}, &b, &tx), Status::repeated_in_step);
+  EXPECT_EQ(c.length(10), 7u);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Transactions: a step's changes are tentative until commit; rollback restores every table.
+
+TEST(KvCache, RollbackRestoresLengthsTablesAndFreeBlocksLatestFirst) {
+  CacheOptions o = opts(1 << 20);
+  KvCache c(plan_layout({full(), sliding(6)}, o), o);
+  ASSERT_EQ(c.add(1), Status::ok);
+  ASSERT_EQ(c.append(1, 9), Status::ok);
+  const auto t0 = c.block_table(1, 0), s0 = c.block_table(1, 1);
+  const uint32_t f0 = c.free_blocks(0), f1 = c.free_blocks(1);
+  Transaction a, b;
+  ASSERT_EQ(c.begin({{1, 5}}, &a), Status::ok);  // 9 -> 14
+  ASSERT_EQ(c.begin({{1, 4}}, &b), Status::ok);  // planned on top of a: 14 -> 18
+  EXPECT_EQ(c.length(1), 18u);
+  EXPECT_EQ(a.seqs[0].start, 9u);
+  EXPECT_EQ(b.seqs[0].start, 14u);
+  c.rollback(b);
+  c.rollback(a);
+  EXPECT_EQ(c.length(1), 9u);
+  EXPECT_EQ(c.block_table(1, 0), t0);
+  EXPECT_EQ(c.block_table(1, 1), s0);
+  EXPECT_EQ(c.free_blocks(0), f0);
+  EXPECT_EQ(c.free_blocks(1), f1);
+  // Commit returns the sliding blocks no later query sees (none before it: a failed step keeps them).
+  ASSERT_EQ(c.begin({{1, 15}}, &a), Status::ok);  // 9 -> 24: the next query at 24 sees 19..23
+  EXPECT_GE(c.slot(1, 1, 4), 0);                  // seen from 9 on
+  c.commit(a);
+  EXPECT_EQ(c.slot(1, 1, 15), -1);
+  EXPECT_GE(c.slot(1, 1, 19), 0);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Sharing: held blocks, sequences started from them, copy before write, truncation, refcounts.
+
+TEST(KvCache, ASequenceStartsFromHeldBlocksAndCopiesAPartBlockBeforeWritingIt) {
+  CacheOptions o = opts(1 << 20);  // blocks of 4
+  KvCache c(plan_layout({full(), full()}, o), o);
+  const uint32_t all = c.free_blocks(0);
+  ASSERT_EQ(c.add(1), Status::ok);
+  ASSERT_EQ(c.append(1, 10), Status::ok);  // blocks 0, 1, 2 (2 holds positions 8, 9)
+  BlockSpan three = c.hold(1, 8), part = c.hold(1, 10);
+  EXPECT_EQ(three.tables[0], (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(c.block_refs(0, 0), 3u);
+  EXPECT_EQ(c.block_refs(0, 2), 2u);
+  // Full blocks: shared as they are, nothing to copy.
+  ASSERT_EQ(c.add(2, three), Status::ok);
+  EXPECT_EQ(c.length(2), 8u);
+  Transaction tx;
+  ASSERT_EQ(c.begin({{2, 1}}, &tx), Status::ok);
+  EXPECT_TRUE(tx.copies.empty());
+  EXPECT_EQ(c.block_table(2, 0)[0], 0);
+  c.commit(tx);
+  // A partly filled shared block: the first write goes to a copy.
+  ASSERT_EQ(c.add(3, part), Status::ok);
+  StepNeeds needs;
+  ASSERT_EQ(c.check({{3, 3}}, &needs), Status::ok);
+  EXPECT_EQ(needs.copies, 1u);
+  EXPECT_EQ(needs.blocks[0], 2u);  // the copy of block 2, and block 3 for position 12
+  ASSERT_EQ(c.begin({{3, 3}}, &tx), Status::ok);
+  ASSERT_EQ(tx.copies.size(), 1u);  // one per group (both layers are in one)
+  EXPECT_EQ(tx.copies[0].src, 2);
+  EXPECT_EQ(c.block_table(3, 0)[2], tx.copies[0].dst);
+  EXPECT_EQ(c.block_table(1, 0)[2], 2);  // the owner keeps its block
+  c.rollback(tx);
+  EXPECT_EQ(c.block_table(3, 0)[2], 2);
+  ASSERT_EQ(c.begin({{3, 3}}, &tx), Status::ok);
+  c.commit(tx);
+  EXPECT_EQ(c.block_refs(0, 2), 2u);  // sequence 1 and the span
+  // The owner writing into its own now-shared block copies it too.
+  ASSERT_EQ(c.begin({{1, 1}}, &tx), Status::ok);
+  EXPECT_EQ(tx.copies.size(), 1u);
+  c.commit(tx);
+  // Everything returns to the pool.
+  for (uint64_t s : {1, 2, 3}) c.release(s);
+  c.drop(three);
+  c.drop(part);
+  EXPECT_TRUE(three.empty());
+  EXPECT_EQ(c.free_blocks(0), all);
+}
+
+TEST(KvCache, SlidingPrefixesNeedTheirWindowAndTruncationReturnsBlocks) {
+  CacheOptions o = opts(1 << 20);  // blocks of 4, window 6
+  KvCache c(plan_layout({full(), sliding(6)}, o), o);
+  ASSERT_EQ(c.add(1), Status::ok);
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(c.append(1, 4), Status::ok);  // 20 tokens, steps of 4
+  // At 20 the next query sees 15..20: blocks 3 and 4 of the sliding group are there, 0-2 are not.
+  BlockSpan at20 = c.hold(1, 20);
+  EXPECT_TRUE(c.prefix_usable(at20));
+  ASSERT_EQ(c.add(2, at20), Status::ok);
+  EXPECT_EQ(c.block_table(2, 1)[3] >= 0, true);
+  // At 12 the query would see 7..12: block 1 (positions 4-7) was returned long ago.
+  BlockSpan at12 = c.hold(1, 12);
+  EXPECT_FALSE(c.prefix_usable(at12));
+  EXPECT_EQ(c.add(3, at12), Status::prefix_unusable);
+  EXPECT_EQ(c.truncate(1, 12), Status::prefix_unusable);
+  EXPECT_EQ(c.length(1), 20u);
+  // Truncating within the window returns the blocks past the new end.
+  const uint32_t free_full = c.free_blocks(0);
+  ASSERT_EQ(c.truncate(2, 17), Status::ok);
+  EXPECT_EQ(c.length(2), 17u);
+  EXPECT_EQ(c.block_table(2, 0).size(), 5u);
+  EXPECT_EQ(c.free_blocks(0), free_full);  // block 4 is still the span's and sequence 1's
+  c.drop(at20);
+  c.drop(at12);
+  c.release(1);
+  c.release(2);
+  EXPECT_EQ(c.free_blocks(0), c.layout().groups[0].n_blocks);
+  EXPECT_EQ(c.free_blocks(1), c.layout().groups[1].n_blocks);
+}
+
+TEST(KvCache, SnapshotSlotsNeverStarveSequences) {
+  CacheOptions o = opts(1 << 20);
+  o.max_seqs = 2;
+  o.snapshot_slots = 2;
+  KvCache c(plan_layout({recurrent(), full()}, o), o);
+  EXPECT_EQ(c.layout().n_state_slots, 4u);
+  const int32_t a = c.take_slot(), b = c.take_slot();
+  EXPECT_GE(a, 0);
+  EXPECT_GE(b, 0);
+  EXPECT_EQ(c.take_slot(), -1);  // the other two are the sequences'
+  ASSERT_EQ(c.add(1), Status::ok);
+  ASSERT_EQ(c.add(2), Status::ok);
+  EXPECT_EQ(c.add(3), Status::out_of_slots);
+  c.free_slot(a);
+  EXPECT_EQ(c.add(3), Status::out_of_slots);  // max_seqs, whatever slots are free
+  c.release(2);
+  ASSERT_EQ(c.add(3), Status::ok);
+  c.free_slot(b);
+  EXPECT_EQ(c.free_state_slots(), 2u);
 }

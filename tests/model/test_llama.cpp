@@ -277,7 +277,7 @@ TEST(LlamaConsistency, OutOfCacheIsAStatusNotACrash) {
   write_tiny_qwen3(dir.str(), DType::f32);
   model::HostOptions o = cpu_options();
   o.max_context = 32;
-  o.max_seqs = 1;
+  o.max_seqs = 2;
   o.cache.block_tokens = 4;
   o.cache.memory_bytes = 2 * 8 * 4 * 2 * 16 * 4;  // 2 layers x 8 blocks: exactly one 32-token sequence
   auto host = tiny_host(dir, o);

@@ -203,10 +203,12 @@ backend::MemoryInfo VulkanDevice::memory() const {
 }
 
 std::unique_ptr<backend::Buffer> VulkanDevice::allocate(size_t bytes, backend::BufferUsage usage) {
-  (void)usage;  // every usage lives in device-local memory; host-visible when the device is UMA
+  // Device-local memory (host-visible when the device is UMA), but batch inputs in host-visible
+  // memory: rewritten every step, a staging copy would wait for the step before it on the queue.
   if (bytes == 0) throw BackendError(BackendError::Kind::invalid, "[backend vulkan] allocate: 0 bytes asked");
+  const MemoryKind kind = usage == backend::BufferUsage::inputs ? MemoryKind::host : MemoryKind::device;
   try {
-    return std::make_unique<VulkanBuffer>(*this, mem_->allocate(bytes), bytes);
+    return std::make_unique<VulkanBuffer>(*this, mem_->allocate(bytes, kind), bytes);
   } catch (const BackendError&) {
     throw;
   } catch (const HostError& e) {

@@ -168,10 +168,19 @@ typedef struct kiln_tensor_decl {
    */
   uint32_t convert;
   uint32_t stack;                 /**< see `name`; 0: a single checkpoint tensor */
-  uint32_t flags;                 /**< KILN_TENSOR_* (none defined yet: 0) */
+  uint32_t flags;                 /**< KILN_TENSOR_* */
   uint32_t reserved0;
   void* reserved[4];
 } kiln_tensor_decl;
+
+/**
+ * kiln_tensor_decl.flags: the tensor stays in host memory (the mapped file) and never occupies
+ * device memory. The only op that may read it is GET_ROWS with a batch input as the ids ("tokens"):
+ * the host gathers those rows itself (as f32) and hands the graph the result. For embedding tables
+ * too large to be worth device memory (Gemma 4's per-layer embeddings: 4.7-5.6 GB). A single
+ * checkpoint tensor (no `stack`), any floating-point dtype.
+ */
+#define KILN_TENSOR_HOST 1u
 
 
 /** Where the weights come from: tensor names and metadata keys differ (the plugin maps them). */
