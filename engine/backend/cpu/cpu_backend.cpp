@@ -2,6 +2,7 @@
 #include "backend/cpu/cpu_backend.hpp"
 
 #include <fmt/format.h>
+#include <tbb/task_arena.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -68,10 +69,15 @@ struct CpuExecutable final : Executable {
 
 /**
  * Runs submitted jobs (graph runs, copies) in order on one thread, so the caller's thread goes on
- * while the kernels run (their TBB loops use the other cores). Started on the first submit.
+ * while the kernels run (their TBB loops use the other cores). Started on the first submit. The
+ * kernels' parallel loops run in an arena of KILN_CPU_THREADS threads (default: every core); 1
+ * runs them on the worker alone (ThreadSanitizer then sees only kiln's own threads).
  */
 class Worker {
  public:
+  Worker() {
+    if (const char* env = std::getenv("KILN_CPU_THREADS"); env && std::atoi(env) > 0) threads_ = std::atoi(env);
+  }
   ~Worker() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -102,6 +108,7 @@ class Worker {
 
  private:
   void loop() {
+    tbb::task_arena arena(threads_ > 0 ? threads_ : tbb::task_arena::automatic, 1);
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -109,7 +116,7 @@ class Worker {
       std::function<void()> job = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
-      job();  // jobs catch their own exceptions
+      arena.execute(job);  // jobs catch their own exceptions
       lock.lock();
       ++done_;
       done_cv_.notify_all();
@@ -120,6 +127,7 @@ class Worker {
   std::deque<std::function<void()>> queue_;
   uint64_t pushed_ = 0, done_ = 0;
   bool stop_ = false;
+  int threads_ = 0;
   std::thread thread_;
 };
 
