@@ -35,4 +35,20 @@ out=$(printf '%s' "$input" | "$kiln" parse --config "$work/kiln.yaml" --tool-par
 echo "$out"
 grep -q '"name": *"get_weather"' <<<"$out" || { echo "FAIL: the call was not parsed"; exit 1; }
 grep -q 'Paris' <<<"$out" || { echo "FAIL: arguments missing"; exit 1; }
-echo "PASS: SDK installed, example built from the prefix alone, loaded and called"
+
+# A model plugin from the same prefix alone (C++17, the SDK's name table and building blocks):
+# built, listed, and run on a checkpoint it declares.
+cp -r "$src/examples/third_party_model" "$work/model"
+env -u CMAKE_PREFIX_PATH cmake -S "$work/model" -B "$work/model-build" "${generator[@]}" \
+  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF >"$work/model-configure.log"
+cmake --build "$work/model-build" >"$work/model-build.log"
+model_so=$(find "$work/model-build" -name toy_lm.so -print -quit)
+[ -n "$model_so" ] || { echo "FAIL: toy_lm.so was not built"; exit 1; }
+"$kiln" plugins --load "$model_so" | grep -Eq '^model +toy_lm +toy_lm' \
+  || { echo "FAIL: kiln plugins does not list the example's toy_lm model"; exit 1; }
+python3 "$work/model/write_checkpoint.py" "$work/toy"
+printf 'plugins:\n  paths: [%s]\n' "$(dirname "$model_so")" >"$work/model.yaml"
+logits=$("$kiln" logits --model "$work/toy" --ids 1,2,3 --config "$work/model.yaml" --device cpu)
+count=$(tr ',' '\n' <<<"$logits" | grep -c '[0-9]')
+[ "$count" = 32 ] || { echo "FAIL: expected 32 logits from toy_lm, got: $logits"; exit 1; }
+echo "PASS: SDK installed, example parser and model built from the prefix alone, loaded and run"
