@@ -22,13 +22,6 @@ const char* device_kind_name(DeviceKind k) {
   return "?";
 }
 
-std::string format_bytes(uint64_t b) {
-  if (b >= (1ull << 30)) return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1ull << 30));
-  if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1ull << 20));
-  if (b >= (1ull << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(b) / (1ull << 10));
-  return fmt::format("{} B", b);
-}
-
 std::string describe(const Node& node) {
   std::string s = op_name(node.op);
   if (!node.name.empty()) s += " '" + node.name + "'";

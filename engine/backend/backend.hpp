@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/tensor.hpp"
+#include "core/bytes.hpp"
 #include "core/error.hpp"
 
 namespace kiln::backend {
@@ -255,8 +256,6 @@ std::string describe(const Node& node);
 [[noreturn]] void throw_out_of_memory(const Device& device, uint64_t asked, uint64_t free);
 /** Calls supports_op on every node and throws for the first refusal. */
 void check_supported(const Device& device, const BoundGraph& graph);
-/** "1.5 GiB" */
-std::string format_bytes(uint64_t bytes);
 
 /**
  * Registration hook of the Vulkan backend: defined by engine/backend/vulkan (target

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "cache/layout.hpp"
+#include "core/bytes.hpp"
 #include "core/convert.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -101,8 +102,8 @@ ModelHost::ModelHost(Checkpoint ckpt, const Component& component, const HostOpti
       "[model] {} ({}) on {}: {} tensors, {} of weights ({} mapped without copy, {} kept on the host), {} of cache, "
       "loaded in {:.2f}s",
       ckpt_.path(), hp_.architecture ? hp_.architecture : "?", device_->info().name, stats_.n_tensors,
-      human_bytes(stats_.weight_bytes), human_bytes(stats_.imported_bytes), human_bytes(stats_.host_bytes),
-      human_bytes(stats_.cache_bytes), stats_.seconds);
+      format_bytes(stats_.weight_bytes), format_bytes(stats_.imported_bytes), format_bytes(stats_.host_bytes),
+      format_bytes(stats_.cache_bytes), stats_.seconds);
 }
 
 ModelHost::~ModelHost() {

@@ -5,18 +5,9 @@
 
 #include <cstdio>
 
-namespace kiln::model {
+#include "core/bytes.hpp"
 
-std::string human_bytes(uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.2f} {}", v, units[u]);
-}
+namespace kiln::model {
 
 Progress::Progress(std::string label, uint64_t total_bytes, uint64_t min_bytes)
     : label_(std::move(label)),
@@ -49,8 +40,8 @@ void Progress::draw(bool final_line) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(width, '.');
-  fmt::print(stderr, "\r{} [{}] {:3.0f}%  {} / {}  {:.1f}s{}", label_, bar, frac * 100, human_bytes(done_),
-             human_bytes(total_), secs, final_line ? "\n" : "");
+  fmt::print(stderr, "\r{} [{}] {:3.0f}%  {} / {}  {:.1f}s{}", label_, bar, frac * 100, format_bytes(done_),
+             format_bytes(total_), secs, final_line ? "\n" : "");
   std::fflush(stderr);
 }
 

@@ -25,7 +25,4 @@ class Progress {
   std::chrono::steady_clock::time_point start_, last_draw_;
 };
 
-/** "1.25 GiB" */
-std::string human_bytes(uint64_t bytes);
-
 }  // namespace kiln::model

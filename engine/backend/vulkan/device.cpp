@@ -224,7 +224,7 @@ std::unique_ptr<backend::Buffer> VulkanDevice::allocate(size_t bytes, backend::B
       uint64_t free = s.limit > s.used ? s.limit - s.used : 0;
       throw BackendError(BackendError::Kind::out_of_memory,
                          fmt::format("[backend vulkan] out of memory on '{}': asked {}, free {} ({})", info_.name,
-                                     backend::format_bytes(bytes), backend::format_bytes(free), e.what()));
+                                     format_bytes(bytes), format_bytes(free), e.what()));
     }
     throw BackendError(BackendError::Kind::device, e.what());
   }
