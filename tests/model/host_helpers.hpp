@@ -21,15 +21,10 @@ namespace kiln::test {
 
 /** The llama plugin and the test hybrid model. */
 inline PluginRegistry& host_registry() {
-  static PluginRegistry r;
-  static const bool init = [] {
-    register_builtin_plugins(r);
-    if (!r.find_model_type("llama")) r.register_static(&kiln_plugin_descriptor_llama, "<static llama>");
-    r.register_static(&kiln_plugin_descriptor_test_hybrid, "<static test_hybrid>");
-    return true;
-  }();
+  static const bool init =
+      llama_registry().register_static(&kiln_plugin_descriptor_test_hybrid, "<static test_hybrid>");
   (void)init;
-  return r;
+  return llama_registry();
 }
 
 struct HybridSpec {

@@ -39,6 +39,23 @@ inline model::HostOptions cpu_options() {
   return o;
 }
 
+/**
+ * A test run on the device its parameter names ("cpu", "vulkan"): every model test runs on the
+ * CPU reference backend and, when a Vulkan device is registered (lavapipe in CI), on it too.
+ */
+class DeviceTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (!backend::Registry::instance().find(GetParam())) GTEST_SKIP() << "no " << GetParam() << " device registered";
+  }
+  model::HostOptions options() const {
+    model::HostOptions o = cpu_options();
+    o.device = GetParam();
+    o.allow_cpu_fallback = false;
+    return o;
+  }
+};
+
 inline int argmax(const float* v, size_t n) {
   return static_cast<int>(std::max_element(v, v + n) - v);
 }

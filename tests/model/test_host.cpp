@@ -51,17 +51,8 @@ std::vector<std::vector<float>> run_steps(model::ModelHost& host, uint64_t seq, 
 
 }  // namespace
 
-class Host : public ::testing::TestWithParam<const char*> {
+class Host : public DeviceTest {
  protected:
-  void SetUp() override {
-    if (!backend::Registry::instance().find(GetParam())) GTEST_SKIP() << "no " << GetParam() << " device registered";
-  }
-  model::HostOptions options() const {
-    model::HostOptions o = cpu_options();
-    o.device = GetParam();
-    o.allow_cpu_fallback = false;
-    return o;
-  }
   std::unique_ptr<model::ModelHost> hybrid(const TempDir& dir, const HybridSpec& spec = {},
                                            model::HostOptions o = {}) const {
     write_tiny_hybrid(dir.str(), spec);

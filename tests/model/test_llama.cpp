@@ -49,20 +49,7 @@ std::vector<int32_t> greedy(model::ModelHost& host, std::vector<int32_t> prompt,
 
 }  // namespace
 
-// Every model test runs on the CPU reference backend and, when a Vulkan device is registered
-// (lavapipe in CI), on it too.
-class OnDevice : public ::testing::TestWithParam<const char*> {
- protected:
-  void SetUp() override {
-    if (!backend::Registry::instance().find(GetParam())) GTEST_SKIP() << "no " << GetParam() << " device registered";
-  }
-  model::HostOptions options() const {
-    model::HostOptions o = cpu_options();
-    o.device = GetParam();
-    o.allow_cpu_fallback = false;
-    return o;
-  }
-};
+class OnDevice : public DeviceTest {};
 INSTANTIATE_TEST_SUITE_P(Devices, OnDevice, ::testing::Values("cpu", "vulkan"),
                          [](const auto& info) { return std::string(info.param); });
 
