@@ -114,9 +114,15 @@ Status KvCache::add(uint64_t seq, const BlockSpan& prefix) {
   return Status::ok;
 }
 
+void KvCache::check_settled(const Seq& s, uint64_t seq, const char* what) const {
+  if (s.open)
+    throw_error("[cache] {} of sequence {} while a step of it is open; commit or roll the step back first", what, seq);
+}
+
 void KvCache::release(uint64_t seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
+  check_settled(it->second, seq, "release");
   for (size_t g = 0; g < pools_.size(); ++g)
     for (int32_t b : it->second.tables[g])
       if (b >= 0) pools_[g].release(b);
@@ -128,6 +134,7 @@ Status KvCache::truncate(uint64_t seq, uint32_t length) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return Status::unknown_sequence;
   Seq& s = it->second;
+  check_settled(s, seq, "truncate");
   if (length > s.length) return Status::too_long;
   const uint32_t bt = layout_.block_tokens, keep = ceil_div(length, bt);
   for (size_t g = 0; g < pools_.size(); ++g)
@@ -147,6 +154,7 @@ BlockSpan KvCache::hold(uint64_t seq, uint32_t length) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) throw_error("[cache] hold: unknown sequence {}", seq);
   const Seq& s = it->second;
+  check_settled(s, seq, "hold");
   if (length > s.length) throw_error("[cache] hold: sequence {} has {} tokens, not {}", seq, s.length, length);
   BlockSpan span;
   span.length = length;
@@ -247,6 +255,7 @@ Status KvCache::begin(const std::vector<std::pair<uint64_t, uint32_t>>& appends,
       table.insert(table.end(), got.begin() + static_cast<long>(next), got.end());
     }
     s.length += n;
+    ++s.open;
     t.seqs.push_back(std::move(rec));
   }
   *tx = std::move(t);
@@ -273,6 +282,7 @@ void KvCache::commit(Transaction& tx) {
     if (it == seqs_.end()) continue;
     for (const BlockCopy& c : r.replaced) pools_[c.group].release(c.src);
     release_out_of_window(it->second, r.start + r.n);
+    --it->second.open;
   }
   tx.open = false;
 }
@@ -294,6 +304,7 @@ void KvCache::rollback(Transaction& tx) {
       pools_[c.group].release(c.dst);
     }
     s.length = r->start;
+    --s.open;
   }
   tx.open = false;
 }

@@ -102,7 +102,10 @@ class KvCache {
    * prefix_unusable. The recurrent state (a slot is taken) is the caller's to fill.
    */
   Status add(uint64_t seq, const BlockSpan& prefix);
-  /** Frees every block and the state slot of `seq`. Unknown sequences are ignored. */
+  /**
+   * Frees every block and the state slot of `seq`. Unknown sequences are ignored. A sequence with an
+   * open transaction cannot be released, truncated or held (HostError): commit or roll it back.
+   */
   void release(uint64_t seq);
   /**
    * Shortens `seq` to `length` (<= its length), returning the blocks past it; sliding groups need
@@ -155,7 +158,10 @@ class KvCache {
     uint32_t length = 0;
     int32_t state_slot = -1;
     std::vector<std::vector<int32_t>> tables;  ///< per group
+    uint32_t open = 0;                         ///< transactions begun and not yet committed or rolled back
   };
+  /** Throws HostError: releasing, truncating or holding a sequence with an open transaction. */
+  void check_settled(const Seq& s, uint64_t seq, const char* what) const;
   /** Fresh blocks `s` needs in `group` for n more tokens, and whether one of them replaces a
    *  shared partly filled block (copied before the write). */
   uint32_t fresh(const Seq& s, size_t group, uint32_t n, bool* copy) const;

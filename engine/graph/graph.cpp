@@ -114,6 +114,13 @@ Builder::Builder(Bindings& bindings) : bindings_(bindings) {
       b->last_error_.clear();
       if (op == KILN_OP_GET_ROWS && n_srcs == 2)
         if (uint32_t gathered = b->host_gather(srcs[0], srcs[1])) return gathered;
+      for (uint32_t i = 0; i < n_srcs; ++i)
+        if (b->graph_.valid(srcs[i]) && b->graph_.tensor(srcs[i]).kind == TensorKind::weight &&
+            b->bindings_.host_resident(b->graph_.tensor(srcs[i]).name))
+          throw_error(
+              "[graph] {}: '{}' is kept in host memory (KILN_TENSOR_HOST); only GET_ROWS by a batch input "
+              "(\"tokens\") may read it",
+              op_name(op), b->graph_.tensor(srcs[i]).name);
       return b->graph_.add_op(static_cast<kiln_op>(op), std::span<const uint32_t>(srcs, n_srcs), p);
     } catch (const std::exception& e) {
       b->last_error_ = e.what();
@@ -158,13 +165,8 @@ uint32_t Builder::host_gather(uint32_t table, uint32_t ids) {
   const std::string table_name = graph_.tensor(table).name;
   const Tensor* id = graph_.valid(ids) ? &graph_.tensor(ids) : nullptr;
   const std::string ids_name = id && id->kind == TensorKind::input ? id->name : std::string();
-  const auto gathered = bindings_.host_gather(table_name, ids_name);
+  const auto gathered = bindings_.host_gather(table_name, ids_name);  // throws for ids it cannot gather by
   if (!gathered) return 0;
-  if (ids_name.empty())
-    throw_error(
-        "[graph] GET_ROWS of '{}': the table is kept in host memory (KILN_TENSOR_HOST), so its rows can only "
-        "be gathered by a batch input such as \"tokens\"",
-        table_name);
   const uint32_t t = input(*gathered);
   if (!t) throw_error("[graph] internal error: the host named no input for the rows of '{}'", table_name);
   return t;

@@ -82,6 +82,11 @@ class Bindings {
     (void)table, (void)ids;
     return std::nullopt;
   }
+  /** Whether weight `name` is kept in host memory (no op but host_gather's GET_ROWS may read it). */
+  virtual bool host_resident(std::string_view name) {
+    (void)name;
+    return false;
+  }
 };
 
 /**

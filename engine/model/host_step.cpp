@@ -99,13 +99,23 @@ class ModelHost::ShapeBindings : public graph::Bindings {
     if (name == "state1" && c->sbuf[1]) return c->state[1];
     return std::nullopt;
   }
+  bool host_resident(std::string_view name) override {
+    auto it = host_.weights_.find(name);
+    return it != host_.weights_.end() && it->second->host;
+  }
   std::optional<std::string> host_gather(std::string_view table, std::string_view ids) override {
     auto it = host_.weights_.find(table);
     if (it == host_.weights_.end() || !it->second->host) return std::nullopt;
+    // The host gathers by the per-token and per-row id lists it keeps: tokens, positions, logits_rows.
     const InputSlot* id = nullptr;
-    for (const auto& in : inputs_)
-      if (in.name == ids) id = &in;
-    if (!id || id->desc.ndim != 1) return std::string();  // Builder::host_gather reports it
+    if (ids == "tokens" || ids == "positions" || ids == "logits_rows")
+      for (const auto& in : inputs_)
+        if (in.name == ids) id = &in;
+    if (!id)
+      throw_error(
+          "[model] GET_ROWS of host-resident '{}' by '{}': the host gathers rows by \"tokens\", "
+          "\"positions\" or \"logits_rows\" only",
+          table, ids.empty() ? "an intermediate" : std::string(ids));
     const std::string name = fmt::format("rows of {} by {}", table, ids);
     if (!input(name)) {
       std::vector<int64_t> shape(it->second->desc.ne.begin(), it->second->desc.ne.begin() + it->second->desc.ndim);
@@ -209,10 +219,11 @@ void ModelHost::write_inputs(const Graph& g, const cache::RaggedBatch& b, Slot& 
     if (in.gather_table.empty()) continue;
     // Rows of a host-resident table: read from the mapped file and widened to f32 here.
     const TensorInfo& t = *weights_.find(in.gather_table)->second->host;
-    const std::vector<int32_t>& ids = in.gather_ids == "tokens"        ? b.tokens
-                                      : in.gather_ids == "positions"   ? b.positions
-                                      : in.gather_ids == "logits_rows" ? b.logits_rows
-                                                                       : b.seqs;
+    const std::vector<int32_t>& ids = in.gather_ids == "tokens"      ? b.tokens
+                                      : in.gather_ids == "positions" ? b.positions
+                                                                     : b.logits_rows;
+    if (static_cast<int64_t>(ids.size()) != in.desc.ne[0])
+      throw_error("[model] internal error: {} ids for the {} rows of '{}'", ids.size(), in.desc.ne[0], in.name);
     const int64_t cols = t.numel() / t.shape[0];
     const size_t row = row_bytes(t.dtype, cols);
     auto* out = reinterpret_cast<float*>(bytes.data() + in.offset);
@@ -441,6 +452,8 @@ void ModelHost::finish(const StepTicket& ticket, StepResult* out) {
 }
 
 StepStatus ModelHost::step(const std::vector<cache::SeqStep>& steps, StepResult* out) {
+  if (!flight_.empty())
+    throw_error("[model] step: {} step(s) in flight; finish them first (or use submit / finish)", flight_.size());
   StepTicket ticket;
   StepStatus st = submit(steps, &ticket);
   if (!st.ok()) return st;

@@ -307,16 +307,17 @@ void ModelHost::make_cache(const HostOptions& o) {
 // finishes) but not otherwise changed.
 
 cache::Status ModelHost::add_sequence(uint64_t seq) {
-  poisoned_.erase(seq);
-  return cache_->add(seq);
+  const cache::Status st = cache_->add(seq);
+  if (st == cache::Status::ok) poisoned_.erase(seq);  // a new sequence under a released id
+  return st;
 }
 
 cache::Status ModelHost::add_sequence(uint64_t seq, const cache::BlockSpan& prefix, const StateSnapshot* state) {
   if (limits_.recurrent && prefix.length > 0 && (!state || !*state || state->length != prefix.length))
     return cache::Status::prefix_unusable;  // the recurrent layers would start from a wrong state
-  poisoned_.erase(seq);
   if (cache::Status st = cache_->add(seq, prefix); st != cache::Status::ok) return st;
-  if (limits_.recurrent && prefix.length > 0) copy_state(state->slot, cache_->state_slot(seq));
+  poisoned_.erase(seq);
+  if (limits_.recurrent && prefix.length > 0) restore_state(seq, *state);
   return cache::Status::ok;
 }
 
@@ -337,8 +338,17 @@ cache::Status ModelHost::truncate(uint64_t seq, uint32_t length, const StateSnap
   if (limits_.recurrent && length > 0 && (!state || !*state || state->length != length))
     return cache::Status::prefix_unusable;  // the state cannot be rolled back; it must be restored
   if (cache::Status st = cache_->truncate(seq, length); st != cache::Status::ok) return st;
-  if (limits_.recurrent && length > 0) copy_state(state->slot, cache_->state_slot(seq));
+  if (limits_.recurrent && length > 0) restore_state(seq, *state);
   return cache::Status::ok;
+}
+
+void ModelHost::restore_state(uint64_t seq, const StateSnapshot& state) {
+  try {
+    copy_state(state.slot, cache_->state_slot(seq));
+  } catch (...) {
+    poisoned_[seq] = true;  // the blocks changed but the state did not follow (a lost device)
+    throw;
+  }
 }
 
 cache::BlockSpan ModelHost::hold(uint64_t seq, uint32_t length) {
@@ -350,9 +360,19 @@ std::optional<StateSnapshot> ModelHost::snapshot(uint64_t seq) {
   if (in_flight(seq)) throw_error("[model] snapshot: sequence {} has a step in flight; finish it first", seq);
   if (!cache_->has(seq)) throw_error("[model] snapshot: unknown sequence {}", seq);
   if (!limits_.recurrent) throw_error("[model] snapshot: the model has no recurrent state (hold() its blocks instead)");
+  if (poisoned_.count(seq))
+    throw_error(
+        "[model] snapshot: sequence {}'s recurrent state was lost with a failed step; its prefix cannot be "
+        "cached",
+        seq);
   const int32_t slot = cache_->take_slot();
   if (slot < 0) return std::nullopt;
-  copy_state(cache_->state_slot(seq), slot);
+  try {
+    copy_state(cache_->state_slot(seq), slot);
+  } catch (...) {
+    cache_->free_slot(slot);
+    throw;
+  }
   return StateSnapshot{slot, cache_->length(seq)};
 }
 

@@ -63,7 +63,7 @@ struct HostLimits {
   uint32_t max_batch_seqs = 0;    ///< sequences in one step (the host's max_seqs and the device's)
   uint32_t max_seqs = 0;          ///< sequences alive at once
   uint32_t max_context = 0;       ///< tokens per sequence (the device's attention limit included)
-  uint32_t block_tokens = 0;      ///< tokens per cache block (only whole blocks are shared)
+  uint32_t block_tokens = 0;      ///< tokens per cache block (a shared partly filled block is copied before a write)
   uint32_t snapshot_slots = 0;    ///< recurrent-state snapshots that can exist at once
   /** The chunk of the model's chunked delta rule (0: none): a step boundary at a multiple of it
    *  changes no bits, so snapshots taken there resume exactly. */
@@ -162,7 +162,10 @@ class ModelHost {
   /** Holds the blocks of positions [0, length) of `seq` for something other than a sequence. */
   cache::BlockSpan hold(uint64_t seq, uint32_t length);
   void drop(cache::BlockSpan& span) { cache_->drop(span); }
-  /** A copy of `seq`'s recurrent state at its length (nullopt when no snapshot slot is free). */
+  /**
+   * A copy of `seq`'s recurrent state at its length (nullopt when no snapshot slot is free). A
+   * sequence whose state a failure lost is refused (HostError): its prefix must not be cached.
+   */
   std::optional<StateSnapshot> snapshot(uint64_t seq);
   void release_snapshot(StateSnapshot& s);
 
@@ -182,7 +185,7 @@ class ModelHost {
    * layers lose their state (sequence_failed) and must be released.
    */
   void finish(const StepTicket& ticket, StepResult* out);
-  /** submit() and finish(). */
+  /** submit() and finish(), with no other step in flight (HostError otherwise). */
   StepStatus step(const std::vector<cache::SeqStep>& steps, StepResult* out);
   size_t in_flight() const { return flight_.size(); }
   size_t cached_graphs() const { return graphs_.size(); }
@@ -203,6 +206,8 @@ class ModelHost {
   void write_inputs(const Graph& g, const cache::RaggedBatch& b, Slot& slot);
   void copy_blocks(const std::vector<cache::BlockCopy>& copies);
   void copy_state(int32_t from, int32_t to);
+  /** Copies a snapshot into `seq`'s slot; if that fails the sequence is marked failed. */
+  void restore_state(uint64_t seq, const StateSnapshot& state);
   bool in_flight(uint64_t seq) const;
   void fail_from(size_t first, const std::string& why, bool device_ran);
 

@@ -517,6 +517,20 @@ TEST(CpuReference, GatedDeltaChunksAlignToAbsolutePositionsSoACutThereChangesNoB
   }
 }
 
+TEST(CpuReference, GatedDeltaOneTokenChunkIsTheRecurrentStep) {
+  // A prompt of 65 tokens in one chunked step ends with a one-token chunk [64, 65); resumed at 64
+  // (a snapshot) the last token is a one-token step, which AUTO runs recurrently: the same bits,
+  // because a one-token chunk is computed as a step of the recurrence.
+  const DeltaInputs in = delta_inputs(65, 6);
+  std::vector<float> s1 = in.state, s2 = in.state;
+  const auto whole = run_delta(in, 0, 65, KILN_DELTA_AUTO, 16, s1, 0);
+  auto split = run_delta(in, 0, 64, KILN_DELTA_AUTO, 16, s2, 0);
+  const auto last = run_delta(in, 64, 1, KILN_DELTA_AUTO, 16, s2, 0);
+  split.insert(split.end(), last.begin(), last.end());
+  EXPECT_TRUE(bitwise_equal(whole, split));
+  EXPECT_TRUE(bitwise_equal(s1, s2));
+}
+
 // ------------------------------------------------------------------------------------------------
 // MoE routing and copies.
 

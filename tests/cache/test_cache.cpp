@@ -225,6 +225,13 @@ TEST(KvCache, RollbackRestoresLengthsTablesAndFreeBlocksLatestFirst) {
   EXPECT_EQ(c.block_table(1, 1), s0);
   EXPECT_EQ(c.free_blocks(0), f0);
   EXPECT_EQ(c.free_blocks(1), f1);
+  // A sequence with an open step cannot be released, truncated or held.
+  Transaction open;
+  ASSERT_EQ(c.begin({{1, 1}}, &open), Status::ok);
+  EXPECT_THROW(c.release(1), kiln::HostError);
+  EXPECT_THROW(c.truncate(1, 2), kiln::HostError);
+  EXPECT_THROW(c.hold(1, 2), kiln::HostError);
+  c.rollback(open);
   // Commit returns the sliding blocks no later query sees (none before it: a failed step keeps them).
   ASSERT_EQ(c.begin({{1, 15}}, &a), Status::ok);  // 9 -> 24: the next query at 24 sees 19..23
   EXPECT_GE(c.slot(1, 1, 4), 0);                  // seen from 9 on

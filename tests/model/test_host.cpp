@@ -196,6 +196,9 @@ TEST_P(Host, ADeviceFailureRollsBackKvButLosesRecurrentState) {
     if (recurrent) {
       EXPECT_EQ(st.status, cache::Status::sequence_failed);
       EXPECT_EQ(st.seq, std::optional<uint64_t>(1));
+      EXPECT_THROW(host->snapshot(1), HostError);  // its prefix must not be cached
+      EXPECT_EQ(host->add_sequence(1), cache::Status::duplicate_sequence);
+      EXPECT_EQ(host->check({{1, {3}, true, false}}).status, cache::Status::sequence_failed);  // still failed
       host->release(1);
       ASSERT_EQ(host->add_sequence(1), cache::Status::ok);  // the id starts over
       run_steps(*host, 1, p, {6});
@@ -262,6 +265,8 @@ TEST_P(Host, TwoStepsInFlightGiveTheBitsOfSteppingOneByOne) {
   EXPECT_EQ(host->length(3), 30u);  // planned on top of the first
   model::StepTicket t3;
   EXPECT_THROW(host->submit({{4, {3}, true, false}}, &t3), HostError);  // two is the limit
+  model::StepResult ignored;
+  EXPECT_THROW(host->step({{4, {3}, true, false}}, &ignored), HostError);  // step() needs none in flight
   model::StepResult p1, p2;
   EXPECT_THROW(host->finish(t2, &p2), HostError);  // in order only
   host->finish(t1, &p1);

@@ -23,23 +23,26 @@ struct Head {
   int64_t Dk, Dv;
 };
 
+/** One token of the recurrence: S <- e^g S; u = S^T k; S <- S + k (beta (v - u))^T; o = S^T q. */
+void recurrent_token(const Head& h, int64_t t, std::vector<float>& u) {
+  const float *q = h.q + t * h.qk_stride, *k = h.k + t * h.qk_stride, *v = h.v + t * h.v_stride;
+  const float alpha = std::exp(h.g[t * h.g_stride]), beta = h.beta[t * h.g_stride];
+  for (int64_t i = 0; i < h.Dk * h.Dv; ++i) h.S[i] *= alpha;
+  std::fill(u.begin(), u.end(), 0.0f);
+  for (int64_t a = 0; a < h.Dk; ++a)
+    for (int64_t b = 0; b < h.Dv; ++b) u[static_cast<size_t>(b)] += h.S[a * h.Dv + b] * k[a];
+  for (int64_t b = 0; b < h.Dv; ++b) u[static_cast<size_t>(b)] = beta * (v[b] - u[static_cast<size_t>(b)]);
+  for (int64_t a = 0; a < h.Dk; ++a)
+    for (int64_t b = 0; b < h.Dv; ++b) h.S[a * h.Dv + b] += k[a] * u[static_cast<size_t>(b)];
+  float* o = h.o + t * h.o_stride;
+  for (int64_t b = 0; b < h.Dv; ++b) o[b] = 0.0f;
+  for (int64_t a = 0; a < h.Dk; ++a)
+    for (int64_t b = 0; b < h.Dv; ++b) o[b] += h.S[a * h.Dv + b] * q[a];
+}
+
 void recurrent(const Head& h, int64_t T) {
   std::vector<float> u(static_cast<size_t>(h.Dv));
-  for (int64_t t = 0; t < T; ++t) {
-    const float *q = h.q + t * h.qk_stride, *k = h.k + t * h.qk_stride, *v = h.v + t * h.v_stride;
-    const float alpha = std::exp(h.g[t * h.g_stride]), beta = h.beta[t * h.g_stride];
-    for (int64_t i = 0; i < h.Dk * h.Dv; ++i) h.S[i] *= alpha;
-    std::fill(u.begin(), u.end(), 0.0f);
-    for (int64_t a = 0; a < h.Dk; ++a)
-      for (int64_t b = 0; b < h.Dv; ++b) u[static_cast<size_t>(b)] += h.S[a * h.Dv + b] * k[a];
-    for (int64_t b = 0; b < h.Dv; ++b) u[static_cast<size_t>(b)] = beta * (v[b] - u[static_cast<size_t>(b)]);
-    for (int64_t a = 0; a < h.Dk; ++a)
-      for (int64_t b = 0; b < h.Dv; ++b) h.S[a * h.Dv + b] += k[a] * u[static_cast<size_t>(b)];
-    float* o = h.o + t * h.o_stride;
-    for (int64_t b = 0; b < h.Dv; ++b) o[b] = 0.0f;
-    for (int64_t a = 0; a < h.Dk; ++a)
-      for (int64_t b = 0; b < h.Dv; ++b) o[b] += h.S[a * h.Dv + b] * q[a];
-  }
+  for (int64_t t = 0; t < T; ++t) recurrent_token(h, t, u);
 }
 
 /** T tokens from position p0: chunks end where the next position is a multiple of C. */
@@ -51,6 +54,13 @@ void chunked(const Head& h, int64_t T, int64_t C, int64_t p0) {
   };
   for (int64_t t0 = 0, n = 0; t0 < T; t0 += n) {
     n = std::min(C - (p0 + t0) % C, T - t0);
+    // A one-token chunk is one step of the recurrence, computed as the recurrent form does: a
+    // prompt resumed one token before its end (decoded recurrently) then gives the bits of the
+    // same token at the end of an uninterrupted prefill.
+    if (n == 1) {
+      recurrent_token(h, t0, tmp);
+      continue;
+    }
     const float* K = h.k + t0 * h.qk_stride;
     const float* Q = h.q + t0 * h.qk_stride;
     auto krow = [&](int64_t i) { return K + i * h.qk_stride; };

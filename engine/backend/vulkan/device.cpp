@@ -304,19 +304,30 @@ const Allocation& GraphTemps::upload(const void* data, size_t bytes) {
 }
 
 const Allocation& GraphTemps::scratch(size_t bytes) {
-  // One scratch serves every node of the graph that asks (the recorder orders their uses by its
-  // hazard barriers): a Qwen3.5 prefill's delta-rule layers share one. A larger request replaces
-  // it; the smaller one may still be in this graph's dispatches, so it stays in temps_.
-  if (scratch_ && scratch_->size >= bytes) return *scratch_;
-  temps_.push_back(mem_.allocate(std::max<size_t>(bytes, 16), MemoryKind::device));
-  scratch_ = &temps_.back();
-  return *scratch_;
+  // Every node of the graph that asks uses the same scratch (the recorder orders their uses by its
+  // hazard barriers); a larger request takes a larger shared one, the smaller one stays held (this
+  // graph's earlier dispatches use it).
+  if (!scratch_.empty() && scratch_.back()->alloc.size >= bytes) return scratch_.back()->alloc;
+  scratch_.push_back(dev_.shared_scratch(bytes));
+  return scratch_.back()->alloc;
+}
+
+SharedScratch::~SharedScratch() {
+  if (!dev.lost()) dev.allocator().release(alloc);  // lost: it may still be in use
+}
+
+std::shared_ptr<SharedScratch> VulkanDevice::shared_scratch(size_t bytes) {
+  std::lock_guard<std::mutex> lock(scratch_mu_);
+  if (auto cur = scratch_.lock(); cur && cur->alloc.size >= bytes) return cur;
+  auto next = std::make_shared<SharedScratch>(*this, mem_->allocate(std::max<size_t>(bytes, 16), MemoryKind::device));
+  scratch_ = next;
+  return next;
 }
 
 void GraphTemps::release() {
   for (Allocation& a : temps_) mem_.release(a);
   temps_.clear();
-  scratch_ = nullptr;
+  scratch_.clear();
 }
 
 backend::Support VulkanDevice::supports_op(const backend::Node& node) const {
@@ -329,7 +340,7 @@ backend::Support VulkanDevice::supports_op(const backend::Node& node) const {
  */
 class VulkanDevice::Executable final : public backend::Executable {
  public:
-  Executable(VulkanDevice& dev, std::unique_ptr<Recorder> rec) : dev_(dev), rec(std::move(rec)), temps(*dev.mem_) {
+  Executable(VulkanDevice& dev, std::unique_ptr<Recorder> rec) : dev_(dev), rec(std::move(rec)), temps(dev, *dev.mem_) {
     // Words 0-4: error flags the kernels raise (checked after each run); word 7: a sink
     // attention_keys.comp writes its prefetched words to so the compiler keeps the loads.
     flags = dev.mem_->allocate(32, MemoryKind::host);

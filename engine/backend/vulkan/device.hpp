@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "backend/vulkan/command.hpp"
@@ -23,29 +24,42 @@ namespace kiln::vk {
 class VulkanDevice;
 
 /**
+ * Device-local scratch for kernels (the chunked delta rule's per-chunk terms, at most 256 MiB),
+ * one per device shared by every executable: the queue runs executables one after another, each
+ * starting with a barrier, so one buffer serves them all, and cached executables do not each keep
+ * their own (memory the model host's budget does not count). A larger request makes a new one; the
+ * executables recorded with a smaller one keep it alive until they go.
+ */
+struct SharedScratch {
+  SharedScratch(VulkanDevice& dev, Allocation a) : dev(dev), alloc(a) {}
+  ~SharedScratch();
+  VulkanDevice& dev;
+  Allocation alloc;
+};
+
+/**
  * Device memory one executable's kernels need besides their tensors: small tables (RoPE
- * frequencies) and one scratch shared by every node that asks (the chunked delta rule's per-chunk
- * terms, the recorder's barriers ordering their uses). Freed with the executable: kept, the
- * scratch (up to 256 MiB) would be memory the model host's planning does not know about.
+ * frequencies), freed with the executable, and a hold on the device's shared scratch.
  */
 class GraphTemps {
  public:
-  explicit GraphTemps(Allocator& mem) : mem_(mem) {}
+  GraphTemps(VulkanDevice& dev, Allocator& mem) : dev_(dev), mem_(mem) {}
   ~GraphTemps() { release(); }
   GraphTemps(const GraphTemps&) = delete;
   GraphTemps& operator=(const GraphTemps&) = delete;
   /** Host-visible copy of `bytes` of `data`. */
   const Allocation& upload(const void* data, size_t bytes);
-  /** Device-local scratch of at least `bytes`; throws HostError when the memory is not there. */
+  /** The device's shared scratch, at least `bytes`; throws HostError when the memory is not there. */
   const Allocation& scratch(size_t bytes);
   void release();
   /** After a lost device: the memory may still be in use, so it is never released. */
-  void leak() { temps_.clear(), scratch_ = nullptr; }
+  void leak() { temps_.clear(); }
 
  private:
+  VulkanDevice& dev_;
   Allocator& mem_;
   std::deque<Allocation> temps_;
-  const Allocation* scratch_ = nullptr;  ///< the largest scratch (in temps_)
+  std::vector<std::shared_ptr<SharedScratch>> scratch_;  ///< held while this executable lives
 };
 
 class VulkanBuffer final : public backend::Buffer {
@@ -110,6 +124,8 @@ class VulkanDevice final : public backend::Device {
   size_t last_dispatches() const { return last_dispatches_; }
   /** Copies between device and host through a staging buffer when memory is not mappable. */
   void transfer(const Allocation& a, size_t offset, void* host, size_t bytes, bool to_device);
+  /** The shared scratch (SharedScratch), at least `bytes`. */
+  std::shared_ptr<SharedScratch> shared_scratch(size_t bytes);
   /** A recorder for a new recording: an idle one kept from a destroyed executable, or a new one. */
   std::unique_ptr<Recorder> take_recorder(bool profiled);
   /** Takes back the recorder of a destroyed executable (kept until the device idles when lost). */
@@ -127,9 +143,10 @@ class VulkanDevice final : public backend::Device {
   std::vector<std::unique_ptr<Recorder>> zombies_;                 ///< timed out: destroyed only after the device idles
   std::vector<std::unique_ptr<Recorder>> spare_, spare_profiled_;  ///< idle recorders to reuse
   std::vector<std::unique_ptr<Recorder>> copies_;                  ///< submitted copy() buffers not yet recycled
+  std::weak_ptr<SharedScratch> scratch_;                           ///< the current shared scratch
   KernelPolicy policy_;
   backend::DeviceInfo info_;
-  std::mutex record_mu_, xfer_mu_, pool_mu_, copy_mu_;
+  std::mutex record_mu_, xfer_mu_, pool_mu_, copy_mu_, scratch_mu_;
   size_t last_barriers_ = 0, last_dispatches_ = 0;
   uint64_t timeout_ns_ = 0;  ///< fence waits (fence_timeout_ns, read when the device is made)
   /** Why the device is unusable (a timed-out submit), empty when fine. compute() and transfers

@@ -122,10 +122,12 @@ bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
   if (S > di.max_groups[1])
     e.fail(fmt::format("{} sequences in one batch exceed the device's {} workgroups in y: split the batch", S,
                        di.max_groups[1]));
-  // Σ over the sequences of their chunks, aligned to absolute positions (delta_chunks.glsl): a
-  // sequence of q_len tokens starting `lead` < C tokens into a chunk has ceil((lead + q_len) / C)
-  // <= floor((q_len + 2C - 2) / C) of them.
-  const int64_t max_slots = (N + S * (2 * C - 2)) / C;
+  // Σ over the chunked sequences of their chunks, aligned to absolute positions (delta_chunks.glsl):
+  // a sequence of q_len tokens starting `lead` < C tokens into a chunk has ceil((lead + q_len) / C)
+  // <= floor((q_len + 2C - 2) / C) of them, and at most N / min_len sequences run chunked (AUTO's
+  // decode tokens do not).
+  const int64_t chunked_seqs = std::min<int64_t>(S, N / std::max<uint32_t>(min_len, 1));
+  const int64_t max_slots = (N + chunked_seqs * (2 * C - 2)) / C;
   int64_t G = std::min<int64_t>({static_cast<int64_t>(reach / largest),
                                  std::max<int64_t>(static_cast<int64_t>((256ull << 20) / per_slot), 1),
                                  static_cast<int64_t>(di.max_groups[0]), max_slots,
