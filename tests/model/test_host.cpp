@@ -424,6 +424,28 @@ TEST_P(Host, ASnapshotRestoredAtAChunkMultipleContinuesWithTheBitsOfAnUninterrup
   host->drop(span);
 }
 
+TEST_P(Host, ASnapshotResumedForAPromptsLastTokenGivesTheBitsOfTheWholePrefill) {
+  // 17 tokens in one step end with a one-token chunk [16, 17); resumed from a snapshot at 16, the
+  // 17th token is a one-token step (run recurrently). A one-token chunk is a step of the
+  // recurrence, so both give the same bits.
+  TempDir dir;
+  model::HostOptions o = options();
+  o.snapshot_slots = 1;
+  auto host = hybrid(dir, {}, o);  // delta-rule chunk 8
+  const auto p = ids(17, 14);
+  ASSERT_EQ(host->add_sequence(1), cache::Status::ok);
+  const auto whole = run_steps(*host, 1, p, {17});
+  ASSERT_EQ(host->add_sequence(2), cache::Status::ok);
+  run_steps(*host, 2, p, {16});
+  auto snap = host->snapshot(2);
+  ASSERT_TRUE(snap);
+  cache::BlockSpan span = host->hold(2, 16);
+  ASSERT_EQ(host->add_sequence(3, span, &*snap), cache::Status::ok);
+  EXPECT_TRUE(bitwise(run_steps(*host, 3, p, {1}, 16)[0], whole[0]));
+  host->release_snapshot(*snap);
+  host->drop(span);
+}
+
 TEST_P(Host, TruncatingAHybridSequenceRestoresItsStateFromASnapshot) {
   TempDir dir;
   model::HostOptions o = options();

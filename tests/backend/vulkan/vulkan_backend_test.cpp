@@ -17,9 +17,9 @@
 #include "../op_harness.hpp"
 #include "backend/backend.hpp"
 #include "backend/cpu/common.hpp"
+#include "backend/ops.hpp"
 #include "backend/vulkan/device.hpp"
 #include "core/half.hpp"
-#include "backend/ops.hpp"
 
 namespace kiln::test {
 namespace {
@@ -324,7 +324,8 @@ TEST(Vulkan, GatedDeltaStateBeyondTheStorageReachRunsInWindowsOfSlots) {
   // 128 MiB binding. With the reach lowered to 4096 bytes (512 / 384-byte slots: windows of 7 / 10), three
   // sequences in slots of different windows (one of them a prefill) give bitwise the outputs and
   // final states of one dispatch, and untouched slots stay as they were. Both forms: the chunked
-  // one (chunks of 4, so its scratch fits) adds its one pass-1 dispatch.
+  // one (chunks of 4, so its scratch fits) runs pass 1 once, pass 2 per window, and the recurrent
+  // kernel (one-token chunks) per window before and after.
   REQUIRE_VULKAN(dev);
   for (const char* form : {"recurrent", "chunked"}) {
     auto small = device_with_env({{"KILN_VULKAN_STORAGE_REACH", "4096"}, {"KILN_VULKAN_DELTA", form}});
@@ -345,8 +346,8 @@ TEST(Vulkan, GatedDeltaStateBeyondTheStorageReachRunsInWindowsOfSlots) {
       ASSERT_EQ(got.size(), 2u);
       EXPECT_TRUE(bitwise_equal(got[0].f, ref[0].f)) << "output, Dv " << dv << ", " << form;
       EXPECT_TRUE(bitwise_equal(got[1].f, ref[1].f)) << "state, Dv " << dv << ", " << form;
-      EXPECT_EQ(small->last_dispatches(), (dv == 8 ? 3u : 2u) + (chunked ? 1u : 0u))
-          << "windows of 7 / 10 slots, " << form;
+      const uint32_t windows = dv == 8 ? 3u : 2u;
+      EXPECT_EQ(small->last_dispatches(), chunked ? 1u + 3u * windows : windows) << "windows of 7 / 10 slots, " << form;
     }
   }
 }
@@ -419,7 +420,8 @@ TEST(Vulkan, GatedDeltaChunkedFormMatchesTheRecurrentFormWithCarriedState) {
     std::vector<float> s(2 * 16 * 12, 0.0f), out;
     for (auto [t0, len] : std::vector<std::pair<int64_t, int64_t>>{{0, 50}, {50, 81}, {131, 1}, {132, 68}}) {
       auto y = delta_call(*chunked, t0, len, KILN_DELTA_CHUNKED, chunk, s);
-      EXPECT_EQ(chunked->last_dispatches(), 2u) << "pass 1 and pass 2 ran, chunk " << chunk;
+      EXPECT_EQ(chunked->last_dispatches(), 4u)
+          << "pass 1 and pass 2 ran, the recurrent kernel around them, chunk " << chunk;
       out.insert(out.end(), y.begin(), y.end());
     }
     EXPECT_LT(nmse(out, rec), 1e-10) << "chunk " << chunk;
@@ -437,7 +439,7 @@ TEST(Vulkan, GatedDeltaChunkedRunsAtQwen35HeadSizes) {
   auto chunked = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}});
   Device& cpu = backend::Registry::instance().cpu();
   const auto got = delta_layers(*chunked, {70, 1, 130}, 1, 128, 128, 0, 31);
-  EXPECT_EQ(chunked->last_dispatches(), 2u) << "pass 1 and pass 2";
+  EXPECT_EQ(chunked->last_dispatches(), 4u) << "pass 1 and pass 2, the recurrent kernel around them";
   const auto ref = delta_layers(cpu, {70, 1, 130}, 1, 128, 128, 0, 31);
   ASSERT_EQ(got.size(), ref.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_LT(nmse(got[i].f, ref[i].f), 1e-9) << got[i].what;
@@ -455,7 +457,7 @@ TEST(Vulkan, GatedDeltaChunkedLongPrefillAtTheRealLoopBudget) {
   auto chunked = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}, {"KILN_VULKAN_DELTA_TB", "8"}});
   Device& cpu = backend::Registry::instance().cpu();
   const auto got = delta_layers(*chunked, {1900}, 1, 126, 16, 64, 51);
-  EXPECT_EQ(chunked->last_dispatches(), 3u) << "pass 1 and two rounds of pass 2";
+  EXPECT_EQ(chunked->last_dispatches(), 5u) << "pass 1 and two rounds of pass 2, the recurrent kernel around them";
   const auto ref = delta_layers(cpu, {1900}, 1, 126, 16, 64, 51);
   ASSERT_EQ(got.size(), ref.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_LT(nmse(got[i].f, ref[i].f), 1e-9) << got[i].what;
@@ -474,9 +476,9 @@ TEST(Vulkan, GatedDeltaChunkRoundsUnderALoopBudgetGiveTheBitsOfOneRound) {
       {{"KILN_VULKAN_LOOP_BUDGET", "600"}, {"KILN_VULKAN_DELTA", "chunked"}, {"KILN_VULKAN_DELTA_TB", "8"}});
   std::vector<float> s_one(2 * 16 * 12, 0.0f), s_rounds(2 * 16 * 12, 0.0f);
   const auto whole = delta_call(*one, 0, 200, KILN_DELTA_CHUNKED, 8, s_one);
-  EXPECT_EQ(one->last_dispatches(), 2u) << "pass 1 and one round of pass 2";
+  EXPECT_EQ(one->last_dispatches(), 4u) << "pass 1 and one round of pass 2, the recurrent kernel around them";
   const auto rounds = delta_call(*tight, 0, 200, KILN_DELTA_CHUNKED, 8, s_rounds);
-  EXPECT_EQ(tight->last_dispatches(), 14u) << "pass 1 and 13 rounds of pass 2";
+  EXPECT_EQ(tight->last_dispatches(), 16u) << "pass 1 and 13 rounds of pass 2, the recurrent kernel around them";
   EXPECT_TRUE(bitwise_equal(rounds, whole));
   EXPECT_TRUE(bitwise_equal(s_rounds, s_one));
 }
@@ -492,14 +494,16 @@ TEST(Vulkan, GatedDeltaChunkGroupsAndSharedScratchGiveTheBitsOfOneGroup) {
   auto whole = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}});
   auto grouped = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}, {"KILN_VULKAN_DELTA_GROUP", "5"}});
   const std::vector<int> lens = {40, 1, 23};
-  // Every dispatch depends on the one before (pass 2 reads pass 1's scratch; the next pass 1
-  // overwrites what the last pass 2 read; the state carries between groups): one barrier each.
+  // Per layer the recurrent kernel (one-token first chunks), pass 1, pass 2, the recurrent kernel
+  // (one-token last chunks). Every dispatch depends on the one before (pass 2 reads pass 1's
+  // scratch; the next pass 1 overwrites what the last pass 2 read; the state carries between groups
+  // and kernels) but each layer's pass 1 on its first recurrent dispatch: one barrier each but those.
   const auto ref = delta_layers(*whole, lens, 2, 8, 8, 4, 41);
-  EXPECT_EQ(whole->last_dispatches(), 2u * 2) << "per layer: pass 1 + pass 2";
-  EXPECT_EQ(whole->last_barriers(), whole->last_dispatches() - 1);
+  EXPECT_EQ(whole->last_dispatches(), 2u * 4) << "per layer: recurrent, pass 1, pass 2, recurrent";
+  EXPECT_EQ(whole->last_barriers(), whole->last_dispatches() - 2);
   const auto got = delta_layers(*grouped, lens, 2, 8, 8, 4, 41);
-  EXPECT_EQ(grouped->last_dispatches(), 2u * (4 + 4)) << "per layer: 4 groups of pass 1 + pass 2";
-  EXPECT_EQ(grouped->last_barriers(), grouped->last_dispatches() - 1);
+  EXPECT_EQ(grouped->last_dispatches(), 2u * (1 + 4 + 4 + 1)) << "per layer: 4 groups of pass 1 + pass 2";
+  EXPECT_EQ(grouped->last_barriers(), grouped->last_dispatches() - 2);
   ASSERT_EQ(got.size(), ref.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(bitwise_equal(got[i].f, ref[i].f)) << got[i].what;
 }

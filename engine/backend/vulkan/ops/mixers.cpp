@@ -2,6 +2,7 @@
 // updated in place), plus the MoE routing ops.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "backend/vulkan/device.hpp"
 #include "backend/vulkan/ops/ops.hpp"
@@ -70,7 +71,7 @@ StateWindows state_windows(const OpEnv& e, const backend::TensorRef& st) {
  *  memory, the scratch of one chunk, the loop budget): the caller then runs the recurrent kernel,
  *  which computes the same recurrence. The choice depends on shapes and the device only, never on
  *  the batch (its tokens, sequences or the memory free), so a sequence's bits do not either. */
-bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
+bool record_delta_chunked(const OpEnv& e, uint32_t min_len, const std::function<void(uint32_t lone)>& recurrent) {
   const backend::Node& n = e.node;
   const backend::TensorRef &q = n.src[0], &k = n.src[1], &v = n.src[2], &g = n.src[3], &beta = n.src[4], &st = n.src[5],
                            &seqs = n.src[6];
@@ -81,6 +82,7 @@ bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
   // Chunks of at most 64 tokens (one lane each in pass 1); a longer chunk asked for runs as 64,
   // which changes only the rounding (both forms compute the same recurrence).
   const int64_t C = std::clamp<int64_t>(n.params.chunk > 0 ? n.params.chunk : 64, 1, 64);
+  if (C == 1) return false;  // every chunk a single token: the recurrent kernel runs them all
   const int64_t TB = std::min<int64_t>(pol.delta_chunk_cols, std::bit_ceil(static_cast<uint64_t>(Dv)));
   const int64_t RS = 64 / TB, tiles = (Dv + TB - 1) / TB;
   if (Dk > 256 || Dv <= 0 || Hv <= 0) return false;
@@ -166,6 +168,7 @@ bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
   for (int i = 0; i < 6; ++i) binds[static_cast<size_t>(i)] = Bind::texel;
   const Pipeline& p = e.pipeline("gated_delta_chunk", binds, {u32(C), u32(Dk), u32(TB), vec ? 1u : 0u});
   const StateWindows sw = state_windows(e, st);
+  recurrent(0);  // the sequences' one-token first chunks (and AUTO's recurrent sequences)
   for (int64_t w0 = 0; w0 < max_slots; w0 += G) {
     const int64_t w1 = std::min(max_slots, w0 + G);
     e.dispatch(prep_p,
@@ -187,6 +190,7 @@ bool record_delta_chunked(const OpEnv& e, uint32_t min_len) {
                    u32(Hv * tiles), u32(S));
       }
   }
+  recurrent(1);  // the sequences' one-token last chunks
   return true;
 }
 
@@ -340,7 +344,8 @@ void record_recurrent(const OpEnv& e) {
   // KILN_VULKAN_DELTA=recurrent), CHUNKED runs it too: both forms compute the same recurrence, to
   // fp32 rounding.
   // A batch of one token per sequence (N == S: q_len >= 1 each) has nothing for AUTO's chunked
-  // form, so decode steps record one dispatch, not three.
+  // form, so decode steps record one dispatch, not four (the recurrent kernel before and after the
+  // two chunked passes, for one-token chunks).
   const int mode = n.params.mode;
   const bool chunked = e.dev.policy().delta_chunked;
   const int64_t N = q.desc.ne[0];
@@ -348,8 +353,6 @@ void record_recurrent(const OpEnv& e) {
                        : mode == KILN_DELTA_CHUNKED       ? 1u
                        : mode == KILN_DELTA_AUTO && N > S ? 2u
                                                           : UINT32_MAX;
-  if (chunk_min != UINT32_MAX && !record_delta_chunked(e, chunk_min)) chunk_min = UINT32_MAX;
-  if (chunk_min <= 1) return;
   std::vector<Bind> binds(10, Bind::storage);
   binds[0] = binds[1] = binds[8] = Bind::texel;
   // DK specialized (Dk <= 256): unrolled state loops (gated_delta.comp).
@@ -373,18 +376,44 @@ void record_recurrent(const OpEnv& e) {
   const int64_t per = dk_spec ? tokens_per_round(e, N, 2, 16) : tokens_per_round(e, N, 2 * Dk + 2, 2 * Dk);
   const StateWindows sw = state_windows(e, st);
   const Arg stv_arg = stv ? e.tex(st, VK_FORMAT_R32G32B32A32_SFLOAT) : e.tex(g, VK_FORMAT_R32_SFLOAT);
-  for (int64_t t0 = 0; t0 < std::max<int64_t>(N, 1); t0 += per)
-    for (int64_t s0 = 0; s0 < sw.slots; s0 += sw.win) {
-      const backend::TensorRef w = sw.at(s0);
-      e.dispatch_items(p,
-                       {e.tex(q, qkf), e.tex(k, qkf), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(w, true), e.ssbo(seqs),
-                        e.ssbo(n.dst, true), stv_arg, flags},
-                       {u32(S),          u32(Hk),     u32(Hv),     u32(Dk),        u32(Dv),     e.off(q, qke),
-                        e.off(k, qke),   e.off(v, 4), e.off(g, 4), e.off(beta, 4), e.off(w, 4), e.off(seqs, 4),
-                        e.off(n.dst, 4), u32(t0),     u32(per),    u32(s0),        sw.end(s0),  stv ? e.off(st, 4) : 0u,
-                        u32(sw.slots),   chunk_min},
-                       static_cast<uint64_t>(S * Hv * Dv / cols));
-    }
+  const uint32_t C = static_cast<uint32_t>(std::clamp<int64_t>(n.params.chunk > 0 ? n.params.chunk : 64, 1, 64));
+  // The recurrent kernel's dispatches: the sequences shorter than chunk_min, and (lone 0 / 1) the
+  // chunked sequences' one-token first / last chunks (delta_chunks.glsl).
+  auto recurrent = [&](uint32_t min_len, uint32_t lone) {
+    for (int64_t t0 = 0; t0 < std::max<int64_t>(N, 1); t0 += per)
+      for (int64_t s0 = 0; s0 < sw.slots; s0 += sw.win) {
+        const backend::TensorRef w = sw.at(s0);
+        e.dispatch_items(p,
+                         {e.tex(q, qkf), e.tex(k, qkf), e.ssbo(v), e.ssbo(g), e.ssbo(beta), e.ssbo(w, true),
+                          e.ssbo(seqs), e.ssbo(n.dst, true), stv_arg, flags},
+                         {u32(S),
+                          u32(Hk),
+                          u32(Hv),
+                          u32(Dk),
+                          u32(Dv),
+                          e.off(q, qke),
+                          e.off(k, qke),
+                          e.off(v, 4),
+                          e.off(g, 4),
+                          e.off(beta, 4),
+                          e.off(w, 4),
+                          e.off(seqs, 4),
+                          e.off(n.dst, 4),
+                          u32(t0),
+                          u32(per),
+                          u32(s0),
+                          sw.end(s0),
+                          stv ? e.off(st, 4) : 0u,
+                          u32(sw.slots),
+                          min_len,
+                          lone,
+                          C},
+                         static_cast<uint64_t>(S * Hv * Dv / cols));
+      }
+  };
+  if (chunk_min != UINT32_MAX && record_delta_chunked(e, chunk_min, [&](uint32_t lone) { recurrent(chunk_min, lone); }))
+    return;
+  recurrent(UINT32_MAX, 0);
 }
 
 void record_moe(const OpEnv& e) {

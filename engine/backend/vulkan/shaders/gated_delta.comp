@@ -3,7 +3,9 @@
 // value head, NC value columns) holding the state columns S[:, dv] (Dk values each) in registers:
 //   S <- e^g S;  u = S^T k;  S <- S + k (beta (v - u))^T;  o = S^T q.
 // Columns are independent, so this is exact to the recurrence. Sequences with q_len >= chunk_min
-// run the chunked form instead (gated_delta_prep.comp, gated_delta_chunk.comp). One dispatch runs each
+// run the chunked form instead (gated_delta_prep.comp, gated_delta_chunk.comp), all but their
+// one-token chunks, which this kernel runs in a dispatch before the chunked passes (a first chunk)
+// and one after them (a last chunk): a one-token chunk is a step of the recurrence. One dispatch runs each
 // sequence's tokens [t_begin, t_begin + t_count): the host splits long prefills into rounds that
 // carry the state through `st`, because llvmpipe ends loops after 65535 iterations per invocation
 // (KernelPolicy::loop_budget).
@@ -14,6 +16,7 @@
 // STV 1.19 -> 0.79 ms and 37.6 -> 21.5 ms.
 // Workgroups of one head (uniform q/k addresses) made no difference there.
 #extension GL_EXT_control_flow_attributes : enable
+#include "delta_chunks.glsl"
 layout(local_size_x = 64) in;
 // DK: the key head dim as a specialization constant (0: read pc.Dk). With it the loops over the
 // state column unroll and col[] is indexed statically, so lavapipe keeps it in registers and
@@ -52,7 +55,9 @@ layout(push_constant) uniform PC {
   // in windows of slots); the St view starts at the whole state, stv_off elements in.
   uint slot_lo, slot_hi, stv_off;
   uint n_slots;  // slots in the whole state
-  uint chunk_min;  // sequences with q_len >= chunk_min run the chunked form instead
+  uint chunk_min;  // sequences with q_len >= chunk_min run the chunked form instead, but for ...
+  uint lone;       // ... their one-token chunks (delta_chunks.glsl): 0 the first, 1 the last
+  uint C;          // the chunk length
 } pc;
 
 void main() {
@@ -66,13 +71,22 @@ void main() {
   uint hk = h / (pc.Hv / pc.Hk);
   uint q_start = uint(seqs[pc.seqs_off + s * 4u]), q_len = uint(seqs[pc.seqs_off + s * 4u + 1u]);
   uint kv_len = uint(seqs[pc.seqs_off + s * 4u + 2u]), slot = uint(seqs[pc.seqs_off + s * 4u + 3u]);
-  if (q_len >= pc.chunk_min) return;  // gated_delta_chunk.comp's sequence
+  // The sequence's tokens this kernel runs: all of a recurrent sequence's (in the first dispatch),
+  // or a chunked sequence's one-token first or last chunk.
+  uint a = 0u, b = q_len;
+  if (q_len >= pc.chunk_min) {
+    if (pc.lone == 0u && delta_first_lone(int(kv_len), int(q_len), pc.C)) b = 1u;
+    else if (pc.lone == 1u && delta_last_lone(int(kv_len), int(q_len), pc.C)) a = q_len - 1u;
+    else return;
+  } else if (pc.lone != 0u) {
+    return;
+  }
   if (slot >= pc.n_slots) {  // (negative ids too): reported, the sequence skipped
     err[4] = 1u;
     return;
   }
   if (slot < pc.slot_lo || slot >= pc.slot_hi) return;  // another window's sequence
-  uint t_lo = pc.t_begin, t_hi = min(q_len, pc.t_begin + pc.t_count);
+  uint t_lo = max(a, pc.t_begin), t_hi = min(b, pc.t_begin + pc.t_count);
   if (t_lo >= t_hi) return;  // this round has none of the sequence's tokens: state untouched
   uint sb = pc.st_off + ((slot - pc.slot_lo) * pc.Hv + h) * pc.Dk * pc.Dv + dv0;  // in `st`
   uint sbt = pc.stv_off + (slot * pc.Hv + h) * pc.Dk * pc.Dv + dv0;                 // in St

@@ -67,7 +67,10 @@ void main() {
   const uint nc = delta_chunks(kv, l, C);
   const uint lo = max(pc.w_lo, base), hi = min(pc.w_hi, base + nc);
   if (lo >= hi) return;  // none of the sequence's chunks in this dispatch: state untouched
-  const uint c_lo = lo - base, c_hi = hi - base;
+  // One-token chunks (the first, the last) run in the recurrent kernel, before and after this pass.
+  const uint c_lo = lo - base + (lo == base && delta_first_lone(kv, l, C) ? 1u : 0u);
+  const uint c_hi = hi - base - (hi == base + nc && nc >= 2u && delta_last_lone(kv, l, C) ? 1u : 0u);
+  if (c_lo >= c_hi) return;
   const uint hk = h / (pc.Hv / pc.Hk);
   const uint kstride = VEC ? DK / 4u : DK;  // q/k row in texels
   const uint b = tid % TB, r0 = tid / TB;

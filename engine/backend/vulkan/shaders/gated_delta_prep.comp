@@ -83,7 +83,7 @@ void main() {
     }
     w -= nc;
   }
-  if (!found) return;
+  if (!found || n == 1u) return;  // a one-token chunk runs in the recurrent kernel (delta_chunks.glsl)
   // The chunk's tokens are t0 .. t0 + n - 1 (n < C for a chunk cut by the sequence's ends).
   const uint r0 = gl_WorkGroupID.x * C;                     // their scratch rows: r0 .. r0 + n - 1
   const uint hk = h / (pc.Hv / pc.Hk);
