@@ -41,6 +41,17 @@ class BackendError : public HostError {
 // ------------------------------------------------------------------------------------------------
 // Graphs as backends see them: ops over tensors already placed in buffers, executed in order.
 
+class Buffer;
+
+/** A device-side copy, or a zero-fill when `src` is null. Offsets and sizes in bytes. */
+struct CopyRegion {
+  Buffer* src = nullptr;
+  size_t src_offset = 0;
+  Buffer* dst = nullptr;
+  size_t dst_offset = 0;
+  size_t bytes = 0;
+};
+
 struct Node {
   kiln_op op = KILN_OP_NONE;
   kiln_op_params params{};
@@ -57,6 +68,11 @@ struct Node {
  */
 struct BoundGraph {
   std::vector<Node> nodes;
+  /**
+   * Copies run after the nodes, in the same run: results into host-visible memory the host then
+   * reads without a transfer of its own (which would queue behind later submissions).
+   */
+  std::vector<CopyRegion> copies_after;
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -85,6 +101,7 @@ enum class BufferUsage {
   state,        ///< KV cache and recurrent state, long-lived and written by kernels
   inputs,       ///< batch inputs the host rewrites every step and kernels read (host-visible where
                 ///< the device can, so upload() is a plain copy that does not wait for the device)
+  readback,     ///< results a graph copies out for the host (host-visible where the device can)
 };
 
 /**
@@ -132,15 +149,6 @@ struct Support {
 class Executable {
  public:
   virtual ~Executable() = default;
-};
-
-/** A device-side copy, or a zero-fill when `src` is null. Offsets and sizes in bytes. */
-struct CopyRegion {
-  Buffer* src = nullptr;
-  size_t src_offset = 0;
-  Buffer* dst = nullptr;
-  size_t dst_offset = 0;
-  size_t bytes = 0;
 };
 
 /** What one step may hold on this device, for schedulers (the model host folds these in). */

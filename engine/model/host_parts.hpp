@@ -51,6 +51,10 @@ struct ModelHost::Graph {
   size_t input_bytes = 0;
   uint32_t logits = 0;
   std::vector<std::pair<std::string, uint32_t>> dumps;
+  /** Where the logits (first) and the dumps land in a slot's readback buffer, copied there at the
+   *  end of each run (Device: BoundGraph::copies_after). */
+  std::vector<std::pair<uint32_t, size_t>> readback;  ///< tensor, offset
+  size_t readback_bytes = 0;
   /** Per step slot: the executable bound to that slot's buffers (of `generation`). */
   std::unique_ptr<backend::Executable> exe[2];
   uint64_t generation[2] = {0, 0};
@@ -63,7 +67,7 @@ struct ModelHost::Graph {
 
 /** The buffers of one step in flight. */
 struct ModelHost::Slot {
-  std::unique_ptr<backend::Buffer> inputs, arena;
+  std::unique_ptr<backend::Buffer> inputs, arena, readback;
   uint64_t generation = 1;  ///< bumped when a buffer is replaced (executables bound to it go)
   bool busy = false;
 };

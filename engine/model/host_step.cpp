@@ -171,6 +171,12 @@ std::shared_ptr<ModelHost::Graph> ModelHost::graph_for(const cache::RaggedBatch&
     }
   tm->build += seconds_since(t);
   g->plan = graph::plan_memory(g->graph);
+  for (uint32_t t : {g->logits}) g->readback.emplace_back(t, 0);
+  for (const auto& [name, id] : g->dumps) g->readback.emplace_back(id, 0);
+  for (auto& [t, off] : g->readback) {
+    off = g->readback_bytes;
+    g->readback_bytes += (g->graph.tensor(t).desc.bytes() + 255) / 256 * 256;
+  }
   g->inputs = bindings.take_inputs();
   for (auto& in : g->inputs) {
     in.offset = g->input_bytes;
@@ -351,9 +357,17 @@ StepStatus ModelHost::submit(const std::vector<cache::SeqStep>& steps, StepTicke
     };
     grow(slot.arena, g.plan.arena_bytes, backend::BufferUsage::activations);
     grow(slot.inputs, g.input_bytes, backend::BufferUsage::inputs);
+    grow(slot.readback, g.readback_bytes, backend::BufferUsage::readback);
     if (!g.exe[k] || g.generation[k] != slot.generation) {
       const graph::ExternalResolver ext = [&](uint32_t, const graph::Tensor& x) { return resolve(g, slot, x); };
-      g.exe[k] = device_->prepare(graph::bind(g.graph, g.plan, *slot.arena, ext));
+      backend::BoundGraph bound = graph::bind(g.graph, g.plan, *slot.arena, ext);
+      // The logits and dumps are copied into host-visible memory within the run, so finishing a
+      // step reads them without a transfer that would queue behind the next step.
+      for (const auto& [t, off] : g.readback) {
+        const TensorRef r = graph::locate(g.graph, g.plan, *slot.arena, ext, t);
+        bound.copies_after.push_back({r.buffer, r.offset, slot.readback.get(), off, r.desc.bytes()});
+      }
+      g.exe[k] = device_->prepare(bound);
       g.generation[k] = slot.generation;
       f->timings.bind += seconds_since(t);
     }

@@ -94,6 +94,30 @@ TEST_P(OnEveryDevice, SubmissionsAndCopiesRunInOrderWithoutWaitsBetween) {
   }
 }
 
+TEST_P(OnEveryDevice, CopiesAfterTheNodesLandInReadbackMemoryWithinTheRun) {
+  std::vector<std::unique_ptr<Buffer>> keep;
+  const TensorRef x = tensor(1000, keep, 2.0f), y = tensor(1000, keep);
+  keep.push_back(dev().allocate(8192, backend::BufferUsage::readback));
+  Buffer* rb = keep.back().get();
+  BoundGraph g;
+  g.nodes.push_back(unary(KILN_OP_SCALE, x, y, 3.0f, 1.0f));
+  g.copies_after.push_back({y.buffer, 400, rb, 256, 2400});  // elements 100 .. 699
+  auto exe = dev().prepare(g);
+  for (float v : {2.0f, 5.0f}) {
+    std::vector<float> in(1000, v);
+    x.buffer->upload(0, in.data(), in.size() * 4);
+    dev().submit(*exe);
+    dev().wait(*exe);
+    std::vector<float> out(600);
+    rb->download(256, out.data(), out.size() * 4);
+    EXPECT_EQ(out.front(), 3.0f * v + 1.0f);
+    EXPECT_EQ(out.back(), 3.0f * v + 1.0f);
+  }
+  BoundGraph bad = g;
+  bad.copies_after[0].bytes = 8000;  // past the readback buffer
+  EXPECT_THROW(dev().prepare(bad), BackendError);
+}
+
 TEST_P(OnEveryDevice, ASecondSubmitBeforeTheWaitIsRefused) {
   std::vector<std::unique_ptr<Buffer>> keep;
   const TensorRef x = tensor(64, keep), y = tensor(64, keep);

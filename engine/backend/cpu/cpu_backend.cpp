@@ -179,6 +179,7 @@ class CpuDevice final : public Device {
       for (uint32_t i = 0; i < n.n_src; ++i) check_ref(n, n.src[i]);
       check_ref(n, n.dst);
     }
+    check_regions(graph.copies_after);
     auto exe = std::make_unique<CpuExecutable>();
     exe->graph = graph;
     return exe;
@@ -192,6 +193,7 @@ class CpuDevice final : public Device {
     exe.ticket = worker_.push([&exe] {
       try {
         for (const Node& n : exe.graph.nodes) run(n);
+        run_copies(exe.graph.copies_after);
       } catch (...) {
         exe.error = std::current_exception();
       }
@@ -205,6 +207,12 @@ class CpuDevice final : public Device {
     if (exe.error) std::rethrow_exception(std::exchange(exe.error, nullptr));
   }
   void copy(const std::vector<CopyRegion>& regions) override {
+    check_regions(regions);
+    worker_.push([regions] { run_copies(regions); });
+  }
+  void sync() override { worker_.sync(); }
+
+  void check_regions(const std::vector<CopyRegion>& regions) const {
     for (const CopyRegion& r : regions) {
       for (Buffer* b : {r.src, r.dst})
         if (b && (&b->device() != this || !b->host_ptr()))
@@ -214,18 +222,16 @@ class CpuDevice final : public Device {
         throw BackendError(BackendError::Kind::invalid,
                            fmt::format("[backend cpu] copy of {} bytes outside its buffers", r.bytes));
     }
-    worker_.push([regions] {
-      for (const CopyRegion& r : regions) {
-        auto* dst = static_cast<std::byte*>(r.dst->host_ptr()) + r.dst_offset;
-        if (r.src)
-          std::memmove(dst, static_cast<const std::byte*>(r.src->host_ptr()) + r.src_offset, r.bytes);
-        else
-          std::memset(dst, 0, r.bytes);
-      }
-    });
   }
-  void sync() override { worker_.sync(); }
-
+  static void run_copies(const std::vector<CopyRegion>& regions) {
+    for (const CopyRegion& r : regions) {
+      auto* dst = static_cast<std::byte*>(r.dst->host_ptr()) + r.dst_offset;
+      if (r.src)
+        std::memmove(dst, static_cast<const std::byte*>(r.src->host_ptr()) + r.src_offset, r.bytes);
+      else
+        std::memset(dst, 0, r.bytes);
+    }
+  }
   void check_ref(const Node& n, const TensorRef& t) const {
     if (!t.buffer) cpu::fail(n, "a tensor has no buffer");
     if (&t.buffer->device() != this || !t.buffer->host_ptr())

@@ -203,10 +203,13 @@ backend::MemoryInfo VulkanDevice::memory() const {
 }
 
 std::unique_ptr<backend::Buffer> VulkanDevice::allocate(size_t bytes, backend::BufferUsage usage) {
-  // Device-local memory (host-visible when the device is UMA), but batch inputs in host-visible
-  // memory: rewritten every step, a staging copy would wait for the step before it on the queue.
+  // Device-local memory (host-visible when the device is UMA), but batch inputs and readback in
+  // host-visible memory: written or read every step, a staging copy would wait for (or behind)
+  // other steps on the queue.
   if (bytes == 0) throw BackendError(BackendError::Kind::invalid, "[backend vulkan] allocate: 0 bytes asked");
-  const MemoryKind kind = usage == backend::BufferUsage::inputs ? MemoryKind::host : MemoryKind::device;
+  const MemoryKind kind = usage == backend::BufferUsage::inputs || usage == backend::BufferUsage::readback
+                              ? MemoryKind::host
+                              : MemoryKind::device;
   try {
     return std::make_unique<VulkanBuffer>(*this, mem_->allocate(bytes, kind), bytes);
   } catch (const BackendError&) {
@@ -416,6 +419,7 @@ std::unique_ptr<backend::Executable> VulkanDevice::prepare(const backend::BoundG
         static_cast<VulkanBuffer*>(t.buffer)->written(t.offset, t.desc.bytes());
     }
   }
+  check_regions(graph.copies_after);
   check_not_lost();
   auto exe = std::make_unique<Executable>(*this, take_recorder(profiler_ != nullptr));
   Recorder& rec = *exe->rec;
@@ -508,6 +512,7 @@ std::unique_ptr<backend::Executable> VulkanDevice::prepare(const backend::BoundG
           e.fail("no Vulkan kernel");
       }
     }
+    record_copies(rec, graph.copies_after);
     rec.end();
   } catch (const BackendError&) {
     exe->rec =
@@ -596,9 +601,7 @@ void VulkanDevice::reap_copies(bool wait) {
   }
 }
 
-void VulkanDevice::copy(const std::vector<backend::CopyRegion>& regions) {
-  check_not_lost();
-  reap_copies(false);
+void VulkanDevice::check_regions(const std::vector<backend::CopyRegion>& regions) const {
   for (const backend::CopyRegion& r : regions) {
     auto outside = [&](backend::Buffer* b, size_t off) { return off > b->size() || r.bytes > b->size() - off; };
     if (!r.dst) throw BackendError(BackendError::Kind::invalid, "[backend vulkan] copy: a region has no destination");
@@ -609,19 +612,28 @@ void VulkanDevice::copy(const std::vector<backend::CopyRegion>& regions) {
       throw BackendError(BackendError::Kind::invalid,
                          fmt::format("[backend vulkan] copy of {} bytes outside its buffers", r.bytes));
   }
+}
+
+void VulkanDevice::record_copies(Recorder& rec, const std::vector<backend::CopyRegion>& regions) {
+  for (const backend::CopyRegion& r : regions) {
+    auto* dst = static_cast<VulkanBuffer*>(r.dst);
+    dst->written(r.dst_offset, r.bytes);
+    if (r.src)
+      rec.copy(static_cast<VulkanBuffer*>(r.src)->allocation(), r.src_offset, dst->allocation(), r.dst_offset, r.bytes);
+    else
+      rec.fill_zero(dst->allocation(), r.dst_offset, r.bytes);
+  }
+}
+
+void VulkanDevice::copy(const std::vector<backend::CopyRegion>& regions) {
+  check_not_lost();
+  reap_copies(false);
+  check_regions(regions);
   if (regions.empty()) return;
   auto rec = take_recorder(false);
   try {
     rec->begin();
-    for (const backend::CopyRegion& r : regions) {
-      auto* dst = static_cast<VulkanBuffer*>(r.dst);
-      dst->written(r.dst_offset, r.bytes);
-      if (r.src)
-        rec->copy(static_cast<VulkanBuffer*>(r.src)->allocation(), r.src_offset, dst->allocation(), r.dst_offset,
-                  r.bytes);
-      else
-        rec->fill_zero(dst->allocation(), r.dst_offset, r.bytes);
-    }
+    record_copies(*rec, regions);
     rec->end();
     rec->submit();
   } catch (const HostError& ex) {

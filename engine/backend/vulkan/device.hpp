@@ -133,6 +133,9 @@ class VulkanDevice final : public backend::Device {
 
  private:
   class Executable;
+  /** Throws BackendError(invalid) for a region outside its buffers or on another device. */
+  void check_regions(const std::vector<backend::CopyRegion>& regions) const;
+  void record_copies(Recorder& rec, const std::vector<backend::CopyRegion>& regions);
   /** Recycles the recorders of copies that have finished (with `wait`: waits for all of them). */
   void reap_copies(bool wait);
   std::unique_ptr<Context> ctx_;
