@@ -95,6 +95,19 @@ TEST(Layout, BudgetSplitsEquallyAndRefusesTooSmall) {
   EXPECT_THROW(plan_layout({full(), bad}, opts(1 << 20)), kiln::HostError);
 }
 
+TEST(Layout, RecurrentStateMustBeF32) {
+  // The ops keep state in f32: a plugin declaring bf16 state is refused, not budgeted as bf16 and
+  // allocated as f32.
+  LayerSpec bf16 = recurrent();
+  bf16.state_dtypes[1] = KILN_DTYPE_BF16;
+  try {
+    plan_layout({bf16, full()}, opts(1 << 20));
+    FAIL() << "expected an error";
+  } catch (const kiln::HostError& e) {
+    EXPECT_NE(std::string(e.what()).find("recurrent state must be f32"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Layout, BudgetFromConfig) {
   kiln::CacheConfig c;
   c.memory_bytes = 12345;
