@@ -79,8 +79,7 @@ struct ModelHost::Flight {
   std::shared_ptr<Graph> graph;
   cache::Transaction tx;
   std::vector<uint64_t> seq_ids;  ///< the step's sequences
-  std::vector<int32_t> logits_rows;
-  std::vector<int32_t> seqs;  ///< the batch's seqs rows (row -> sequence)
+  std::vector<uint64_t> row_seq;  ///< the sequence of each logits row
   StepTimings timings;
   std::chrono::steady_clock::time_point submitted;
   bool graph_cached = false;

@@ -28,6 +28,14 @@ double seconds_since(Clock::time_point& t) {
   return s;
 }
 
+/** Block tables and slots are per-group inputs, named "<name>.<group>"; a layer's cache names the bare one. */
+bool per_group(std::string_view name) {
+  return name == "block_table" || name == "slots";
+}
+std::string group_input(std::string_view name, size_t group) {
+  return fmt::format("{}.{}", name, group);
+}
+
 /** The shape a graph depends on (ABI.md, "Graphs depend on shapes only"). */
 std::string shape_key(const cache::RaggedBatch& b) {
   std::string k = fmt::format("{}/{}/{}", b.n_tokens, b.n_seqs, b.logits_rows.size());
@@ -66,8 +74,8 @@ class ModelHost::ShapeBindings : public graph::Bindings {
     add("seqs", make_desc(DType::i32, {S, 4}));
     add("logits_rows", make_desc(DType::i32, {static_cast<int64_t>(b.logits_rows.size())}));
     for (size_t g = 0; g < b.groups.size(); ++g) {
-      add("block_table." + std::to_string(g), make_desc(DType::i32, {S, static_cast<int64_t>(b.groups[g].max_blocks)}));
-      add("slots." + std::to_string(g), make_desc(DType::i32, {N}));
+      add(group_input("block_table", g), make_desc(DType::i32, {S, static_cast<int64_t>(b.groups[g].max_blocks)}));
+      add(group_input("slots", g), make_desc(DType::i32, {N}));
     }
   }
 
@@ -87,9 +95,9 @@ class ModelHost::ShapeBindings : public graph::Bindings {
     if (layer >= host_.layer_cache_.size()) return std::nullopt;
     const auto& L = host_.cache_->layout();
     const int32_t group = L.layer_group[layer];
-    if (name == "block_table" || name == "slots") {
+    if (per_group(name)) {
       if (group < 0) return std::nullopt;
-      return input(std::string(name) + "." + std::to_string(group));
+      return input(group_input(name, static_cast<size_t>(group)));
     }
     const CacheTensors* c = host_.layer_cache_[static_cast<size_t>(L.layer_source[layer])].get();
     if (!c) return std::nullopt;
@@ -218,8 +226,8 @@ void ModelHost::write_inputs(const Graph& g, const cache::RaggedBatch& b, Slot& 
   put("seqs", b.seqs);
   put("logits_rows", b.logits_rows);
   for (size_t gr = 0; gr < b.groups.size(); ++gr) {
-    put("block_table." + std::to_string(gr), b.groups[gr].block_table);
-    put("slots." + std::to_string(gr), b.groups[gr].slots);
+    put(group_input("block_table", gr), b.groups[gr].block_table);
+    put(group_input("slots", gr), b.groups[gr].slots);
   }
   for (const InputSlot& in : g.inputs) {
     if (in.gather_table.empty()) continue;
@@ -308,8 +316,8 @@ TensorRef ModelHost::resolve(const Graph& g, const Slot& slot, const graph::Tens
     }
     case graph::TensorKind::cache: {
       const auto& L = cache_->layout();
-      if (x.name == "block_table" || x.name == "slots") {
-        const InputSlot* in = g.input(x.name + "." + std::to_string(L.layer_group[x.layer]));
+      if (per_group(x.name)) {
+        const InputSlot* in = g.input(group_input(x.name, static_cast<size_t>(L.layer_group[x.layer])));
         return {slot.inputs.get(), in->offset, in->desc};
       }
       const CacheTensors& c = *layer_cache_[static_cast<size_t>(L.layer_source[x.layer])];
@@ -383,8 +391,9 @@ StepStatus ModelHost::submit(const std::vector<cache::SeqStep>& steps, StepTicke
   f->id = next_ticket_++;
   f->slot = k;
   f->seq_ids = b.seq_ids;
-  f->logits_rows = b.logits_rows;
-  f->seqs = b.seqs;
+  for (int32_t row : b.logits_rows)
+    for (size_t s = 0; s < b.seq_ids.size(); ++s)
+      if (row >= b.seqs[s * 4] && row < b.seqs[s * 4] + b.seqs[s * 4 + 1]) f->row_seq.push_back(b.seq_ids[s]);
   slot.busy = true;
   *ticket = StepTicket{f->id};
   flight_.push_back(std::move(f));
@@ -455,9 +464,7 @@ void ModelHost::finish(const StepTicket& ticket, StepResult* out) {
     drain_releases();
     throw HostError(why);
   }
-  for (int32_t row : f.logits_rows)
-    for (size_t s = 0; s < f.seq_ids.size(); ++s)
-      if (row >= f.seqs[s * 4] && row < f.seqs[s * 4] + f.seqs[s * 4 + 1]) r.row_seq.push_back(f.seq_ids[s]);
+  r.row_seq = std::move(f.row_seq);
   cache_->commit(f.tx);
   slots_[f.slot]->busy = false;
   flight_.pop_front();

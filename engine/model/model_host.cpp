@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
 #include "cache/layout.hpp"
 #include "core/bytes.hpp"
@@ -19,20 +18,6 @@
 #include "plugin/registry.hpp"
 
 namespace kiln::model {
-
-namespace {
-
-void zero_buffer(backend::Buffer& b) {
-  if (void* p = b.host_ptr()) {
-    std::memset(p, 0, b.size());
-    return;
-  }
-  std::vector<uint8_t> zeros(std::min<size_t>(b.size(), 16u << 20), 0);
-  for (size_t off = 0; off < b.size(); off += zeros.size())
-    b.upload(off, zeros.data(), std::min(zeros.size(), b.size() - off));
-}
-
-}  // namespace
 
 std::unique_ptr<ModelHost> ModelHost::open(const std::string& path, const PluginRegistry& registry,
                                            const HostOptions& options) {
@@ -108,11 +93,6 @@ ModelHost::ModelHost(Checkpoint ckpt, const Component& component, const HostOpti
 
 ModelHost::~ModelHost() {
   // Steps and copies still on the device use the buffers freed below: let them end first.
-  for (auto& f : flight_)
-    if (auto& e = f->graph->exe[f->slot]) try {
-        device_->wait(*e);
-      } catch (...) {
-      }
   try {
     device_->sync();
   } catch (...) {
@@ -263,6 +243,12 @@ void ModelHost::make_cache(const HostOptions& o) {
   cache::CacheLayout layout = cache::plan_layout(specs, co);
   const uint32_t bt = layout.block_tokens;
   const DType kv = dtype_from_kiln(layout.kv_dtype);
+  // Caches start zeroed (the zero-state rule): one device-side fill, not host uploads.
+  std::vector<backend::CopyRegion> zero;
+  auto zeroed = [&zero](std::unique_ptr<backend::Buffer> b) {
+    zero.push_back({nullptr, 0, b.get(), 0, b->size()});
+    return b;
+  };
   layer_cache_.resize(specs.size());
   for (size_t g = 0; g < layout.groups.size(); ++g)
     for (uint32_t l : layout.groups[g].layers) {
@@ -271,10 +257,8 @@ void ModelHost::make_cache(const HostOptions& o) {
       const int64_t nb = std::max<int64_t>(layout.groups[g].n_blocks, 1);
       c->k = make_desc(kv, {nb, bt, s.n_kv_heads, s.head_dim_k});
       c->v = make_desc(kv, {nb, bt, s.n_kv_heads, s.head_dim_v});
-      c->kbuf = device_->allocate(c->k.bytes(), backend::BufferUsage::state);
-      c->vbuf = device_->allocate(c->v.bytes(), backend::BufferUsage::state);
-      zero_buffer(*c->kbuf);
-      zero_buffer(*c->vbuf);
+      c->kbuf = zeroed(device_->allocate(c->k.bytes(), backend::BufferUsage::state));
+      c->vbuf = zeroed(device_->allocate(c->v.bytes(), backend::BufferUsage::state));
       stats_.cache_bytes += c->k.bytes() + c->v.bytes();
       layer_cache_[l] = std::move(c);
     }
@@ -285,12 +269,13 @@ void ModelHost::make_cache(const HostOptions& o) {
       std::vector<int64_t> shape = specs[l].state_shapes[k];
       shape.insert(shape.begin(), std::max<int64_t>(layout.n_state_slots, 1));
       c->state[k] = make_desc(DType::f32, shape);
-      c->sbuf[k] = device_->allocate(c->state[k].bytes(), backend::BufferUsage::state);
-      zero_buffer(*c->sbuf[k]);
+      c->sbuf[k] = zeroed(device_->allocate(c->state[k].bytes(), backend::BufferUsage::state));
       stats_.cache_bytes += c->state[k].bytes();
     }
     layer_cache_[l] = std::move(c);
   }
+  device_->copy(zero);
+  device_->sync();
   limits_.n_vocab = hp_.n_vocab;
   limits_.max_batch_tokens = co.max_batch_tokens;
   limits_.max_batch_seqs = std::min(co.max_seqs, dl.max_batch_seqs);

@@ -65,6 +65,7 @@ class Recorder {
   /** end(), submit() and wait(). */
   void submit_and_wait();
   bool recording() const { return recording_; }
+  bool profiled() const { return profiler_ != nullptr; }
   /** A submit timed out: the command buffer may still run; destroy only after the device idles. */
   bool timed_out() const { return timed_out_; }
   size_t dispatches() const { return dispatches_; }

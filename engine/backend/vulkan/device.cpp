@@ -385,7 +385,7 @@ std::unique_ptr<Recorder> VulkanDevice::take_recorder(bool profiled) {
 void VulkanDevice::return_recorder(std::unique_ptr<Recorder> rec) {
   std::lock_guard<std::mutex> lock(pool_mu_);
   // A few idle recorders are worth keeping (their pools and fences); more are freed.
-  auto& spare = profiler_ ? spare_profiled_ : spare_;
+  auto& spare = rec->profiled() ? spare_profiled_ : spare_;
   if (spare.size() < 8 && !rec->recording()) spare.push_back(std::move(rec));
 }
 

@@ -62,6 +62,12 @@ StateWindows state_windows(const OpEnv& e, const backend::TensorRef& st) {
   return w;
 }
 
+/** Chunks of at most 64 tokens (one lane each in pass 1); a longer chunk asked for runs as 64,
+ *  which changes only the rounding (both forms compute the same recurrence). */
+uint32_t delta_chunk_len(const backend::Node& n) {
+  return static_cast<uint32_t>(std::clamp<int64_t>(n.params.chunk > 0 ? n.params.chunk : 64, 1, 64));
+}
+
 /** The chunked (WY) form of GATED_DELTA for the sequences with q_len >= min_len: pass 1
  *  (gated_delta_prep.comp) fills per-chunk scratch for a group of chunk slots, then pass 2
  *  (gated_delta_chunk.comp) walks each sequence's chunks of the group with its state, in rounds
@@ -79,9 +85,7 @@ bool record_delta_chunked(const OpEnv& e, uint32_t min_len, const std::function<
   const int64_t S = seqs.desc.ne[0];
   const KernelPolicy& pol = e.dev.policy();
   const DeviceInfo& di = e.dev.context().info();
-  // Chunks of at most 64 tokens (one lane each in pass 1); a longer chunk asked for runs as 64,
-  // which changes only the rounding (both forms compute the same recurrence).
-  const int64_t C = std::clamp<int64_t>(n.params.chunk > 0 ? n.params.chunk : 64, 1, 64);
+  const int64_t C = delta_chunk_len(n);
   if (C == 1) return false;  // every chunk a single token: the recurrent kernel runs them all
   const int64_t TB = std::min<int64_t>(pol.delta_chunk_cols, std::bit_ceil(static_cast<uint64_t>(Dv)));
   const int64_t RS = 64 / TB, tiles = (Dv + TB - 1) / TB;
@@ -376,7 +380,7 @@ void record_recurrent(const OpEnv& e) {
   const int64_t per = dk_spec ? tokens_per_round(e, N, 2, 16) : tokens_per_round(e, N, 2 * Dk + 2, 2 * Dk);
   const StateWindows sw = state_windows(e, st);
   const Arg stv_arg = stv ? e.tex(st, VK_FORMAT_R32G32B32A32_SFLOAT) : e.tex(g, VK_FORMAT_R32_SFLOAT);
-  const uint32_t C = static_cast<uint32_t>(std::clamp<int64_t>(n.params.chunk > 0 ? n.params.chunk : 64, 1, 64));
+  const uint32_t C = delta_chunk_len(n);
   // The recurrent kernel's dispatches: the sequences shorter than chunk_min, and (lone 0 / 1) the
   // chunked sequences' one-token first / last chunks (delta_chunks.glsl).
   auto recurrent = [&](uint32_t min_len, uint32_t lone) {
