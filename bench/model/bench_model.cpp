@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
   auto options = [&] {
     model::HostOptions o;
     o.device = device;
-    o.kv_dtype = KILN_DTYPE_F16;
+    o.cache.kv_dtype = "f16";
     o.max_seqs = static_cast<uint32_t>(seqs);
     o.max_context = static_cast<uint32_t>(prompt + decode + 10);
     o.cache.memory_bytes = std::max<uint64_t>(512ull << 20, (64ull << 20) * static_cast<uint64_t>(seqs));

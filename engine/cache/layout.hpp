@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config.hpp"
+
 namespace kiln {
 struct CacheConfig;
 }
@@ -31,11 +33,11 @@ struct LayerSpec {
 struct CacheOptions {
   uint32_t block_tokens = 16;
   uint64_t budget_bytes = 0;      ///< KV blocks + recurrent slots together
-  uint32_t kv_dtype = KILN_DTYPE_F16;  ///< f32, f16 or bf16
-  uint32_t max_seqs = 64;         ///< sequences alive at once (a recurrent slot each)
+  uint32_t kv_dtype = KILN_DTYPE_F32;  ///< f32, f16 or bf16 (YAML cache.kv_dtype)
+  uint32_t max_seqs = kDefaultMaxSeqs;        ///< sequences alive at once (a recurrent slot each)
   uint32_t snapshot_slots = 0;    ///< recurrent slots beyond max_seqs, for state snapshots
   uint32_t max_context = 4096;    ///< tokens per sequence
-  uint32_t max_batch_tokens = 2048;
+  uint32_t max_batch_tokens = kDefaultMaxBatchTokens;
   /** Sliding-window layers return blocks that left the window to the pool (off: keep them; tests). */
   bool free_out_of_window = true;
 };

@@ -237,7 +237,7 @@ SamplingConfig read_sampling(const Section& s) {
 }
 
 CacheConfig read_cache(const Section& s) {
-  s.expect_map({"block_tokens", "memory", "prefix_caching"});
+  s.expect_map({"block_tokens", "memory", "prefix_caching", "kv_dtype"});
   CacheConfig c;
   c.block_tokens = s.number<int>("block_tokens", c.block_tokens, 1, 4096, "an integer");
   if (s.has("memory")) {
@@ -260,6 +260,9 @@ CacheConfig read_cache(const Section& s) {
     }
   }
   c.prefix_caching = s.boolean("prefix_caching", c.prefix_caching);
+  c.kv_dtype = s.str("kv_dtype", c.kv_dtype);
+  if (c.kv_dtype != "f32" && c.kv_dtype != "f16" && c.kv_dtype != "bf16")
+    s.fail_at(s.child("kv_dtype"), fmt::format("{} must be one of f32, f16, bf16 (got '{}')", s.sub("kv_dtype"), c.kv_dtype));
   return c;
 }
 
@@ -390,6 +393,7 @@ std::string Config::to_yaml() const {
       else
         e << YAML::Key << "memory" << YAML::Value << m.cache.memory_fraction;
       e << YAML::Key << "prefix_caching" << YAML::Value << m.cache.prefix_caching;
+      e << YAML::Key << "kv_dtype" << YAML::Value << m.cache.kv_dtype;
       e << YAML::EndMap;
       e << YAML::Key << "tool_parser" << YAML::Value << m.tool_parser;
       e << YAML::Key << "reasoning_parser" << YAML::Value << m.reasoning_parser;

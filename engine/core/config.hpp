@@ -23,6 +23,10 @@ class ConfigError : public std::runtime_error {
   int line_, column_;
 };
 
+/** Defaults shared by the YAML schema, the model host and the cache (one place, so they agree). */
+inline constexpr int kDefaultMaxSeqs = 64;
+inline constexpr int kDefaultMaxBatchTokens = 2048;
+
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;
@@ -53,6 +57,7 @@ struct CacheConfig {
   uint64_t memory_bytes = 0;                  ///< explicit size; 0 when a fraction is given
   double memory_fraction = 0.5;               ///< of device memory, when memory_bytes == 0
   bool prefix_caching = true;
+  std::string kv_dtype = "f32";               ///< f32 | f16 | bf16
 };
 
 struct ModelConfig {
@@ -60,8 +65,8 @@ struct ModelConfig {
   std::string path;                           ///< resolved against the config file's folder
   std::string arch = "auto";                  ///< auto: config.json model_type / GGUF architecture
   int max_context = 0;                        ///< 0: the model's own limit
-  int max_batch_tokens = 2048;
-  int max_seqs = 64;
+  int max_batch_tokens = kDefaultMaxBatchTokens;
+  int max_seqs = kDefaultMaxSeqs;
   CacheConfig cache;
   std::string tool_parser;                    ///< registry name, empty = none
   std::string reasoning_parser;               ///< registry name, empty = none

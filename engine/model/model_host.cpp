@@ -215,7 +215,11 @@ void ModelHost::make_cache(const HostOptions& o) {
   }
   cache::CacheOptions co;
   co.block_tokens = static_cast<uint32_t>(o.cache.block_tokens);
-  co.kv_dtype = o.kv_dtype;
+  co.kv_dtype = o.cache.kv_dtype == "f16"    ? KILN_DTYPE_F16
+                : o.cache.kv_dtype == "bf16" ? KILN_DTYPE_BF16
+                                             : KILN_DTYPE_F32;
+  if (o.cache.kv_dtype != "f32" && co.kv_dtype == KILN_DTYPE_F32)
+    throw_error("[model] cache.kv_dtype '{}' is not one of f32, f16, bf16", o.cache.kv_dtype);
   co.max_seqs = o.max_seqs;
   co.snapshot_slots = o.snapshot_slots;
   co.max_context = o.max_context ? o.max_context : std::min<uint32_t>(hp_.max_context ? hp_.max_context : 8192, 8192);

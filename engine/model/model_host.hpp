@@ -44,11 +44,10 @@ namespace kiln::model {
 struct HostOptions {
   std::string device;  ///< "" / "auto", "cpu", "vulkan", "vulkan:1" (KILN_DEVICE overrides)
   bool allow_cpu_fallback = true;
-  CacheConfig cache;  ///< block_tokens and memory (bytes or fraction of device memory)
-  uint32_t kv_dtype = KILN_DTYPE_F32;
+  CacheConfig cache;  ///< block_tokens, memory (bytes or fraction of device memory), kv_dtype
   uint32_t max_context = 0;  ///< 0: the model's, capped at 8192
-  uint32_t max_seqs = 8;     ///< sequences alive at once
-  uint32_t max_batch_tokens = 2048;
+  uint32_t max_seqs = kDefaultMaxSeqs;  ///< sequences alive at once
+  uint32_t max_batch_tokens = kDefaultMaxBatchTokens;
   uint32_t snapshot_slots = 0;     ///< recurrent-state slots beyond max_seqs, for snapshots
   uint32_t graph_cache = 64;       ///< batch shapes whose graphs are kept (least recently used go)
   bool free_out_of_window = true;  ///< sliding-window layers return old blocks (off: keep; tests)
