@@ -1,0 +1,123 @@
+#include "sched/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <numeric>
+
+namespace kiln::sched {
+
+Sampler::Sampler(const SamplingParams& p, size_t n_vocab, const std::vector<int32_t>& prompt)
+    : p_(p), n_(n_vocab), rng_(p.seed), count_(n_vocab, 0), work_(n_vocab), order_(n_vocab) {
+  if (p_.repetition_penalty != 1) {
+    seen_.assign(n_vocab, 0);
+    for (int32_t t : prompt)
+      if (t >= 0 && static_cast<size_t>(t) < n_) seen_[static_cast<size_t>(t)] = 1;
+  }
+}
+
+void Sampler::process(std::vector<float>& x) const {
+  for (const auto& [t, b] : p_.logit_bias)
+    if (t >= 0 && static_cast<size_t>(t) < n_) x[static_cast<size_t>(t)] += b;
+  if (p_.repetition_penalty != 1) {
+    const float r = static_cast<float>(p_.repetition_penalty);
+    for (size_t i = 0; i < n_; ++i)
+      if (seen_[i]) x[i] = x[i] > 0 ? x[i] / r : x[i] * r;
+  }
+  if (p_.presence_penalty != 0 || p_.frequency_penalty != 0) {
+    for (size_t i = 0; i < n_; ++i)
+      if (count_[i]) x[i] -= static_cast<float>(p_.presence_penalty + p_.frequency_penalty * count_[i]);
+  }
+}
+
+Sampled Sampler::sample(const float* logits) {
+  std::vector<float>& x = work_;
+  std::copy(logits, logits + n_, x.begin());
+  process(x);
+  const bool want_lp = p_.top_logprobs >= 0;
+  const bool greedy = p_.temperature <= 0 || n_ == 1;
+  // Sorted best first (ties: lower id first), as far as needed.
+  std::iota(order_.begin(), order_.end(), 0);
+  const auto better = [&](int32_t a, int32_t b) {
+    const float xa = x[static_cast<size_t>(a)], xb = x[static_cast<size_t>(b)];
+    return xa > xb || (xa == xb && a < b);
+  };
+  Sampled out;
+  size_t keep = n_;
+  std::vector<double> prob;
+  if (greedy) {
+    out.token = *std::min_element(order_.begin(), order_.end(), better);
+  } else {
+    const double inv_t = 1.0 / p_.temperature;
+    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n_) {
+      keep = static_cast<size_t>(p_.top_k);
+      std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(keep), order_.end(), better);
+    } else {
+      std::sort(order_.begin(), order_.end(), better);
+    }
+    prob.resize(keep);
+    const double mx = x[static_cast<size_t>(order_[0])];
+    double sum = 0;
+    for (size_t i = 0; i < keep; ++i) sum += prob[i] = std::exp((x[static_cast<size_t>(order_[i])] - mx) * inv_t);
+    if (p_.min_p > 0) {
+      const double floor = p_.min_p * prob[0];
+      size_t k = 1;
+      while (k < keep && prob[k] >= floor) ++k;
+      keep = k;
+    }
+    if (p_.top_p < 1.0) {
+      double total = 0, cum = 0;
+      for (size_t i = 0; i < keep; ++i) total += prob[i];
+      for (size_t i = 0; i < keep; ++i) {
+        cum += prob[i];
+        if (cum >= p_.top_p * total) {
+          keep = i + 1;
+          break;
+        }
+      }
+    }
+    prob.resize(keep);
+    sum = std::accumulate(prob.begin(), prob.end(), 0.0);
+    // One uniform draw per token from the request's own stream.
+    const double u = std::uniform_real_distribution<double>(0.0, sum)(rng_);
+    double cum = 0;
+    size_t pick = keep - 1;
+    for (size_t i = 0; i < keep; ++i) {
+      cum += prob[i];
+      if (u < cum) {
+        pick = i;
+        break;
+      }
+    }
+    out.token = order_[pick];
+    if (want_lp) {
+      out.logprob = static_cast<float>(std::log(prob[pick] / sum));
+      const size_t k = std::min(keep, static_cast<size_t>(p_.top_logprobs));
+      for (size_t i = 0; i < k; ++i) out.top.push_back({order_[i], static_cast<float>(std::log(prob[i] / sum))});
+    }
+  }
+  if (greedy && want_lp) {
+    // log-softmax of the processed logits at temperature 1.
+    const float mx = x[static_cast<size_t>(out.token)];
+    double sum = 0;
+    for (size_t i = 0; i < n_; ++i) sum += std::exp(static_cast<double>(x[i]) - mx);
+    const double lse = mx + std::log(sum);
+    out.logprob = static_cast<float>(x[static_cast<size_t>(out.token)] - lse);
+    const size_t k = std::min(n_, static_cast<size_t>(p_.top_logprobs));
+    if (k) {
+      std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k), order_.end(), better);
+      for (size_t i = 0; i < k; ++i) {
+        const float v = x[static_cast<size_t>(order_[i])];
+        if (std::isinf(v) && v < 0) break;
+        out.top.push_back({order_[i], static_cast<float>(v - lse)});
+      }
+    }
+  }
+  const size_t t = static_cast<size_t>(out.token);
+  ++count_[t];
+  if (!seen_.empty()) seen_[t] = 1;
+  return out;
+}
+
+}  // namespace kiln::sched

@@ -1,0 +1,65 @@
+// Per-request token sampling: logits processing (logit_bias, repetition / presence / frequency
+// penalties), then greedy at temperature 0, else temperature, top-k, top-p and min-p over a softmax,
+// drawn from the request's own seeded RNG. A sampler belongs to one sequence: the same parameters and
+// seed give the same tokens whatever else shares the batch.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+namespace kiln::sched {
+
+struct SamplingParams {
+  double temperature = 0;  ///< 0: greedy (ties to the lower id)
+  double top_p = 1.0;
+  int top_k = 0;                  ///< 0: all
+  double min_p = 0;               ///< drop tokens below min_p * p(most likely)
+  double presence_penalty = 0;    ///< OpenAI: minus this from every token generated at least once
+  double frequency_penalty = 0;   ///< OpenAI: minus this times the token's count in the output
+  double repetition_penalty = 1;  ///< transformers: logits of prompt and output tokens / (or *) this
+  std::vector<std::pair<int32_t, float>> logit_bias;  ///< added to the logit (-100 bans, 100 forces)
+  uint64_t seed = 0;
+  int top_logprobs = -1;  ///< -1: no logprobs; 0..20: the sampled token's and this many alternatives
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+struct Sampled {
+  int32_t token = 0;
+  float logprob = 0;              ///< in the distribution sampled from (when logprobs were asked for)
+  std::vector<TokenLogprob> top;  ///< the most likely tokens of that distribution, best first
+};
+
+class Sampler {
+ public:
+  /** `prompt` seeds the repetition penalty (transformers applies it to prompt and output). */
+  Sampler(const SamplingParams& p, size_t n_vocab, const std::vector<int32_t>& prompt = {});
+
+  /**
+   * Picks the next token from `logits` (n_vocab values) and records it as generated. Logprobs are
+   * those of the distribution the token was drawn from: after bias, penalties and temperature, with
+   * tokens cut by top-k / top-p / min-p at -inf; greedy decoding reports the softmax at temperature 1
+   * of the processed logits.
+   */
+  Sampled sample(const float* logits);
+
+  const SamplingParams& params() const { return p_; }
+
+ private:
+  void process(std::vector<float>& x) const;
+
+  SamplingParams p_;
+  size_t n_;
+  std::mt19937_64 rng_;
+  std::vector<uint32_t> count_;  ///< per token: times generated
+  std::vector<uint8_t> seen_;    ///< per token: in the prompt or generated (repetition penalty)
+  std::vector<float> work_;
+  std::vector<int32_t> order_;
+};
+
+}  // namespace kiln::sched

@@ -1,0 +1,80 @@
+// The serial scheduling step of continuous batching. Each call to plan() returns one step under the
+// host's limits and the token budget: every running decode first (one token each), then prefill
+// chunks of sequences that are part-way through their prompt, then newly admitted sequences in
+// arrival order (chunked prefill: a long prompt is cut to what the budget leaves, so it never stalls
+// running streams). When the KV cache runs out, the youngest running sequence is preempted: its
+// blocks are freed and it later recomputes its prompt and output so far (recompute preemption).
+//
+// The scheduler owns no request: it holds pointers to Sequences that the engine owns and keeps
+// alive until it calls remove(). It asks the model host what a step would take (check) and never
+// changes the cache except to start (add_sequence) and end (release) sequences.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "cache/ragged_batch.hpp"
+#include "model/model_host.hpp"
+
+namespace kiln::sched {
+
+/** One sequence being generated (one choice of a request). */
+struct Sequence {
+  std::vector<int32_t> tokens;  ///< prompt, then every token generated so far
+  uint32_t prompt_len = 0;
+  uint32_t computed = 0;  ///< tokens whose KV the cache holds
+  uint64_t host_seq = 0;  ///< the model host's sequence id while in the cache, else 0
+  uint64_t arrival = 0;   ///< admission order (set by enqueue)
+  uint32_t preemptions = 0;
+  bool failed = false;  ///< the scheduler gave up on it (failure says why); remove it
+  std::string failure;
+};
+
+/** One step: the host's steps and, per step, its sequence and whether its logits are sampled. */
+struct Plan {
+  std::vector<cache::SeqStep> steps;
+  std::vector<Sequence*> seqs;
+  std::vector<bool> sample;  ///< the step reaches the end of the sequence's tokens: sample the next
+  uint32_t decode_tokens = 0, prefill_tokens = 0;
+  bool empty() const { return steps.empty(); }
+};
+
+struct SchedulerStats {
+  uint64_t preemptions = 0;
+  size_t waiting = 0, running = 0;
+};
+
+class Scheduler {
+ public:
+  /** `token_budget` 0: the host's max_batch_tokens. */
+  explicit Scheduler(model::ModelHost& host, uint32_t token_budget = 0);
+
+  /** Queues a sequence (its tokens set, computed 0); it joins a step once it fits. */
+  void enqueue(Sequence* s);
+  /** Takes the sequence out (finished, cancelled or failed) and frees its blocks and slot. */
+  void remove(Sequence* s);
+  /** The next step (empty when nothing can run). Sequences it gives up on are marked failed. */
+  Plan plan();
+  /** After the step ran: each planned sequence's computed advances by its chunk. */
+  void commit(const Plan& plan);
+  /** After the step failed: the planned sequences' KV is as before the step. */
+  void abort(const Plan& plan);
+
+  SchedulerStats stats() const { return {preemptions_, waiting_.size(), running_.size()}; }
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+
+ private:
+  void preempt(Sequence* s);
+  /** Adds the steps for `s` (a chunk of at most `budget` tokens) if the host takes them. */
+  bool try_add(Plan& p, Sequence* s, uint32_t budget);
+
+  model::ModelHost& host_;
+  uint32_t budget_;
+  uint64_t next_arrival_ = 1, next_seq_ = 1, preemptions_ = 0;
+  std::vector<Sequence*> running_;  ///< in the cache, oldest arrival first
+  std::deque<Sequence*> waiting_;   ///< not in the cache, oldest arrival first
+};
+
+}  // namespace kiln::sched
