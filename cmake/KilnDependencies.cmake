@@ -12,3 +12,6 @@ endif()
 if(KILN_BUILD_BENCH)
   find_package(benchmark REQUIRED)
 endif()
+# cpp-httplib: Debian builds it as a shared library with TLS and compression on; its pkg-config
+# flags must match (they change the layout of its structs).
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)

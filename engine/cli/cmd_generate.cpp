@@ -1,19 +1,16 @@
 // kiln generate: one prompt in, generated text streamed to stdout (greedy at temperature 0).
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "cli/command.hpp"
 #include "cli/common.hpp"
 #include "core/error.hpp"
-#include "model/gguf_tokenizer.hpp"
-#include "model/model_host.hpp"
-#include "model/sampler.hpp"
-#include "template/chat_render.hpp"
+#include "sched/sampler.hpp"
+#include "serve/served_model.hpp"
 #include "text/stream_decoder.hpp"
 #include "text/tokenizer.hpp"
 
@@ -36,26 +33,6 @@ bool number(const Args& a, const char* name, T* out) {
   }
 }
 
-std::optional<text::Tokenizer> load_tokenizer(const model::Checkpoint& ck) {
-  if (!ck.tokenizer_json().empty())
-    return text::Tokenizer::from_dir(std::filesystem::path(ck.tokenizer_json()).parent_path().string());
-  if (ck.vocab()) return model::gguf_tokenizer(*ck.vocab());
-  return std::nullopt;
-}
-
-std::string render_chat(const model::Checkpoint& ck, const std::string& prompt) {
-  const nlohmann::json req = {{"messages", {{{"role", "user"}, {"content", prompt}}}}, {"add_generation_prompt", true}};
-  if (ck.format() == model::CheckpointFormat::hf)
-    return ChatTemplate::from_model_dir(std::filesystem::path(ck.tokenizer_config_json()).parent_path())
-        .render_request(req.dump());
-  const auto& v = *ck.vocab();
-  if (v.chat_template.empty()) throw_error("[generate] {} embeds no chat template; drop --chat", ck.path());
-  nlohmann::json cfg = nlohmann::json::object();
-  if (v.bos >= 0) cfg["bos_token"] = v.tokens[static_cast<size_t>(v.bos)];
-  if (v.eos >= 0) cfg["eos_token"] = v.tokens[static_cast<size_t>(v.eos)];
-  return ChatTemplate::from_config(cfg.dump(), v.chat_template).render_request(req.dump());
-}
-
 int run(const std::vector<std::string>& argv) {
   Args args(argv,
             {"--model", "--prompt", "--prompt-ids", "--max-tokens", "--temperature", "--top-p", "--top-k", "--seed",
@@ -63,9 +40,10 @@ int run(const std::vector<std::string>& argv) {
             {"--chat"});
   if (!args.ok()) return usage_error("generate", args.error());
   if (!args.has("--model")) return usage_error("generate", "--model is required");
-  if (args.has("--prompt") && args.has("--prompt-ids")) return usage_error("generate", "give --prompt or --prompt-ids, not both");
+  if (args.has("--prompt") && args.has("--prompt-ids"))
+    return usage_error("generate", "give --prompt or --prompt-ids, not both");
   uint32_t max_tokens = 64;
-  model::SamplingParams sp;
+  sched::SamplingParams sp;
   std::optional<double> temperature;
   double t = 0;
   if (!number(args, "--max-tokens", &max_tokens) || !number(args, "--top-p", &sp.top_p) ||
@@ -79,43 +57,49 @@ int run(const std::vector<std::string>& argv) {
     Config config = load_config_or_empty(args.value("--config"));
     PluginRegistry registry;
     load_plugins(registry, config);
-    model::Checkpoint probe = model::Checkpoint::open(args.value("--model"));
-    const auto& gen = probe.generation();
-    std::optional<text::Tokenizer> tok = load_tokenizer(probe);
+    ModelConfig mc;
+    mc.name = "generate";
+    mc.path = args.value("--model");
+    mc.max_seqs = 1;
+    mc.cache.memory_bytes = 1ull << 30;
+    BackendConfig bc = config.backend.value_or(BackendConfig{});
+    bc.kind = args.value("--device", "auto");
+    serve::ServedModel served(mc, bc, registry);
+    const text::Tokenizer* tok = served.tokenizer();
     if (args.has("--prompt")) {
       if (!tok) return failure("generate", "the model has no tokenizer.json or embedded vocabulary; use --prompt-ids");
       std::string text = args.value("--prompt");
-      text::EncodeOptions eo;
-      if (args.flag("--chat")) {
-        text = render_chat(probe, text);
-      } else {
-        eo.add_special = true;  // e.g. SentencePiece models' leading BOS
+      const bool chat = args.flag("--chat");
+      if (chat) {
+        if (!served.chat_template()) return failure("generate", "the model has no chat template; drop --chat");
+        const nlohmann::json req = {{"messages", {{{"role", "user"}, {"content", text}}}},
+                                    {"add_generation_prompt", true}};
+        text = served.chat_template()->render_request(req.dump());
       }
-      prompt = tok->encode(text, eo);
+      prompt = served.encode(text, !chat);  // plain text: e.g. SentencePiece models' leading BOS
     } else if (args.flag("--chat")) {
       return usage_error("generate", "--chat needs --prompt");
     }
     if (prompt.empty()) {
-      if (!gen.bos) return usage_error("generate", "the model has no BOS token; give --prompt or --prompt-ids");
-      prompt.push_back(static_cast<int32_t>(*gen.bos));
+      if (!tok || !tok->bos_id())
+        return usage_error("generate", "the model has no BOS token; give --prompt or --prompt-ids");
+      prompt.push_back(*tok->bos_id());
     }
     // Sampling defaults come from generation_config.json; flags override them.
-    sp.temperature = temperature ? *temperature : (gen.do_sample.value_or(false) ? gen.temperature.value_or(1.0) : 0.0);
-    if (!args.has("--top-p") && gen.top_p && sp.temperature > 0) sp.top_p = *gen.top_p;
-    if (!args.has("--top-k") && gen.top_k && sp.temperature > 0) sp.top_k = *gen.top_k;
-
-    model::HostOptions o;
-    o.device = args.value("--device", "auto");
-    o.cache.memory_bytes = 1ull << 30;
-    o.max_seqs = 1;
-    o.max_context = static_cast<uint32_t>(prompt.size() + max_tokens + 1);
-    o.max_batch_tokens = static_cast<uint32_t>(prompt.size());
-    const Component* comp = registry.find_model_type(probe.model_type());
-    if (!comp) return failure("generate", fmt::format("no model plugin serves model type '{}'", probe.model_type()));
-    model::ModelHost host(std::move(probe), *comp, o);
+    const sched::SamplingParams& d = served.default_sampling();
+    sp.temperature = temperature ? *temperature : d.temperature;
+    if (!args.has("--top-p")) sp.top_p = d.top_p;
+    if (!args.has("--top-k")) sp.top_k = d.top_k;
+    sp.min_p = d.min_p;
+    sp.repetition_penalty = d.repetition_penalty;
+    model::ModelHost& host = served.host();
     const uint32_t V = host.hparams().n_vocab;
     for (int32_t id : prompt)
-      if (static_cast<uint32_t>(id) >= V) return failure("generate", fmt::format("prompt id {} is outside the vocabulary", id));
+      if (static_cast<uint32_t>(id) >= V)
+        return failure("generate", fmt::format("prompt id {} is outside the vocabulary", id));
+    if (prompt.size() + max_tokens > host.limits().max_context)
+      return failure("generate", fmt::format("prompt ({} tokens) + --max-tokens {} exceed the context of {}",
+                                             prompt.size(), max_tokens, host.limits().max_context));
 
     std::optional<text::StreamDecoder> stream;
     if (tok) {
@@ -126,7 +110,7 @@ int run(const std::vector<std::string>& argv) {
       so.at_sequence_start = !args.has("--prompt") && !args.has("--prompt-ids");
       stream.emplace(*tok, so);
     }
-    model::Sampler sampler(sp);
+    sched::Sampler sampler(sp, V, prompt);
     if (host.add_sequence(0) != cache::Status::ok) return failure("generate", "cannot start a sequence");
     const auto t0 = std::chrono::steady_clock::now();
     double prefill_s = 0;
@@ -137,8 +121,9 @@ int run(const std::vector<std::string>& argv) {
       const model::StepStatus st = host.step({{0, step_ids, true, false}}, &r);
       if (!st.ok()) return failure("generate", st.message);
       if (produced == 0) prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const int32_t next = sampler.sample(r.logits.data(), V);
-      if (std::find(gen.stop_tokens.begin(), gen.stop_tokens.end(), next) != gen.stop_tokens.end()) break;
+      const int32_t next = sampler.sample(r.logits.data()).token;
+      const auto& stops = served.stop_ids();
+      if (std::find(stops.begin(), stops.end(), next) != stops.end()) break;
       if (stream)
         std::fputs(stream->push(next).c_str(), stdout);
       else

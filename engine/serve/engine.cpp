@@ -1,0 +1,457 @@
+#include "serve/engine.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <unordered_map>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "parse/event_mapper.hpp"
+#include "parse/pipeline.hpp"
+#include "sched/parallel.hpp"
+#include "sched/scheduler.hpp"
+#include "text/stream_decoder.hpp"
+
+#ifndef KILN_UNDER_TSAN
+#include <tbb/flow_graph.h>
+#endif
+
+namespace kiln::serve {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+}  // namespace
+
+/** A request after preparation: its prompts as ids, on the way to the engine thread. */
+struct Engine::Prep {
+  std::shared_ptr<GenRequest> r;
+  std::vector<std::vector<int32_t>> prompts;
+  std::string prompt_tail;
+  uint32_t max_tokens = 0;
+};
+
+/** One sequence of one request, owned by the engine thread. */
+struct Engine::Choice {
+  std::shared_ptr<GenRequest> r;
+  uint32_t index = 0;
+  sched::Sequence seq;
+  std::optional<sched::Sampler> sampler;
+  std::optional<text::StreamDecoder> decoder;
+  std::optional<parse::ParserPipeline> parsers;  ///< chat only
+  std::optional<parse::EventMapper> mapper;      ///< chat only
+  struct Pending {
+    sched::Sampled s;
+    bool stop_token = false;  ///< an eos / stop id: its logprob goes out, its text does not
+  };
+  std::vector<Pending> pending;  ///< sampled, not yet emitted
+  uint32_t max_tokens = 0, generated = 0;
+  const char* finish = nullptr;  ///< decided (stop id, length, failure): no more steps
+  std::string error;
+  bool removed = false;  ///< out of the scheduler
+  bool done = false;     ///< its last piece is out (or the request was cancelled)
+  Clock::time_point first_token{};
+};
+
+struct Engine::Graph {
+#ifndef KILN_UNDER_TSAN
+  tbb::flow::graph g;
+  tbb::flow::function_node<std::shared_ptr<GenRequest>> prepare;
+  explicit Graph(Engine* e)
+      : prepare(g, tbb::flow::unlimited, [e](const std::shared_ptr<GenRequest>& r) { e->prepare(r); }) {}
+  ~Graph() {
+    g.wait_for_all();
+  }
+#endif
+};
+
+struct Engine::State {
+  explicit State(model::ModelHost& host) : sched(host) {}
+  sched::Scheduler sched;
+  std::vector<std::unique_ptr<Choice>> live;
+  uint64_t steps = 0;
+  double step_seconds = 0, host_seconds = 0;
+};
+
+Engine::Engine(ServedModel& model, Metrics& metrics)
+    : model_(model),
+      metrics_(metrics),
+      graph_(std::make_unique<Graph>(this)),
+      st_(std::make_unique<State>(model.host())) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  graph_.reset();  // waits for preparations in progress
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Engine::submit(std::shared_ptr<GenRequest> r) {
+#ifdef KILN_UNDER_TSAN
+  prepare(r);
+#else
+  graph_->prepare.try_put(std::move(r));
+#endif
+}
+
+// ---- preparation (TBB flow graph node, many at once)
+
+void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
+  std::lock_guard guard(r->mu);  // also orders this thread after the submitter (TSan sees it)
+  const auto fail = [&](std::string message, std::string param) {
+    r->prepare_error = std::move(message);
+    r->prepare_param = std::move(param);
+    r->prepared = true;
+    r->cv.notify_all();
+  };
+  auto p = std::make_unique<Prep>();
+  p->r = r;
+  const char* prompt_param = r->chat ? "messages" : "prompt";
+  try {
+    if (r->chat) {
+      const ChatTemplate* t = model_.chat_template();
+      if (!t)
+        return fail(fmt::format("model '{}' has no chat template; use /v1/completions or set chat_template in its "
+                                "configuration",
+                                model_.name()),
+                    "model");
+      const std::string text = t->render_request(r->chat_body);
+      p->prompt_tail = text.substr(text.size() > 256 ? text.size() - 256 : 0);
+      p->prompts.push_back(model_.encode(text, false));
+    } else {
+      for (const std::string& text : r->prompt_texts) p->prompts.push_back(model_.encode(text, true));
+      for (const auto& ids : r->prompt_ids) p->prompts.push_back(ids);
+    }
+  } catch (const std::exception& e) {
+    return fail(e.what(), prompt_param);
+  }
+  const uint32_t V = model_.n_vocab(), ctx = model_.max_context();
+  const uint64_t cap = std::min<uint64_t>(ctx, model_.cache_token_capacity());
+  uint32_t longest = 0;
+  for (auto& ids : p->prompts) {
+    if (ids.empty()) {
+      if (!model_.tokenizer() || !model_.tokenizer()->bos_id())
+        return fail("the prompt is empty and the model has no BOS token to start from", prompt_param);
+      ids.push_back(*model_.tokenizer()->bos_id());
+    }
+    for (int32_t id : ids)
+      if (id < 0 || static_cast<uint32_t>(id) >= V)
+        return fail(fmt::format("token id {} is outside the vocabulary [0, {})", id, V), prompt_param);
+    longest = std::max<uint32_t>(longest, static_cast<uint32_t>(ids.size()));
+  }
+  if (longest >= cap)
+    return fail(fmt::format("the prompt has {} tokens; this model takes at most {} ({} context{}), leaving room for "
+                            "one generated token",
+                            longest, cap - 1, ctx, cap < ctx ? ", limited by its KV cache memory" : ""),
+                prompt_param);
+  const uint64_t room = cap - longest;
+  if (r->max_tokens) {
+    if (*r->max_tokens > room)
+      return fail(fmt::format("max_tokens is {}, but the prompt ({} tokens) leaves room for at most {} in this "
+                              "model's context of {}",
+                              *r->max_tokens, longest, room, cap),
+                  "max_tokens");
+    p->max_tokens = *r->max_tokens;
+  } else {
+    p->max_tokens = static_cast<uint32_t>(room);
+    if (model_.default_max_tokens()) p->max_tokens = std::min(p->max_tokens, model_.default_max_tokens());
+  }
+  r->choices_total = static_cast<uint32_t>(p->prompts.size()) * r->n;
+  for (const auto& ids : p->prompts) r->usage.prompt_tokens += ids.size();
+  r->prepared = true;
+  r->cv.notify_all();
+  {
+    std::lock_guard lock(mu_);
+    inbox_.push_back(std::move(p));
+  }
+  cv_.notify_all();
+}
+
+// ---- the engine thread
+
+void Engine::admit() {
+  std::vector<std::unique_ptr<Prep>> in;
+  {
+    std::unique_lock lock(mu_);
+    if (st_->live.empty()) cv_.wait(lock, [&] { return stop_ || !inbox_.empty(); });
+    in.swap(inbox_);
+  }
+  for (auto& p : in) {
+    const std::shared_ptr<GenRequest>& r = p->r;
+    for (size_t pi = 0; pi < p->prompts.size(); ++pi) {
+      for (uint32_t j = 0; j < r->n; ++j) {
+        auto c = std::make_unique<Choice>();
+        c->r = r;
+        c->index = static_cast<uint32_t>(pi) * r->n + j;
+        c->seq.tokens = p->prompts[pi];
+        c->seq.prompt_len = static_cast<uint32_t>(c->seq.tokens.size());
+        c->max_tokens = p->max_tokens;
+        sched::SamplingParams sp = r->sampling;
+        sp.seed += c->index;  // one stream per choice: n > 1 gives different samples, reproducibly
+        c->sampler.emplace(sp, model_.n_vocab(), c->seq.tokens);
+        if (const text::Tokenizer* tok = model_.tokenizer()) {
+          text::StreamOptions so;
+          so.stop = r->stop;
+          so.skip_special = r->skip_special;
+          so.at_sequence_start = false;
+          c->decoder.emplace(*tok, so);
+        }
+        if (r->chat) {
+          ParserRequest pr = r->parser;
+          pr.prompt_tail = p->prompt_tail;
+          c->parsers.emplace(model_.reasoning_parser(), r->parse_tools ? model_.tool_parser() : nullptr, pr);
+          c->mapper.emplace();
+        }
+        st_->sched.enqueue(&c->seq);
+        st_->live.push_back(std::move(c));
+      }
+    }
+  }
+}
+
+void Engine::retire() {
+  for (auto& c : st_->live) {
+    if (!c->done && !c->finish && c->r->cancelled.load(std::memory_order_relaxed)) {
+      c->done = true;  // nobody reads its output any more
+      if (c->index == 0) metrics_.cancelled(model_.name());
+    }
+    if (!c->removed && (c->finish || c->done || c->seq.failed)) {
+      st_->sched.remove(&c->seq);
+      c->removed = true;
+    }
+    if (c->seq.failed && !c->finish) {
+      c->finish = "error";
+      c->error = c->seq.failure;
+    }
+  }
+  std::erase_if(st_->live, [](const std::unique_ptr<Choice>& c) { return c->done; });
+}
+
+/** The rows of one step's logits mapped to the choices that sample from them. */
+struct Engine::PlanRows {
+  const model::StepResult* result = nullptr;
+  std::vector<std::pair<Choice*, uint32_t>> rows;  // choice, logits row
+};
+
+void Engine::sample(const PlanRows& pr) {
+  const uint32_t V = model_.n_vocab();
+  const std::vector<int32_t>& stops = model_.stop_ids();
+  sched::parallel_each(pr.rows.size(), [&](size_t i) {
+    Choice& c = *pr.rows[i].first;
+    if (c.finish || c.done) return;
+    const sched::Sampled s = c.sampler->sample(pr.result->logits.data() + size_t{pr.rows[i].second} * V);
+    ++c.generated;
+    const bool stop_id = (!c.r->ignore_eos && std::find(stops.begin(), stops.end(), s.token) != stops.end()) ||
+                         std::find(c.r->stop_ids.begin(), c.r->stop_ids.end(), s.token) != c.r->stop_ids.end();
+    if (stop_id) {
+      c.finish = "stop";
+      if (c.r->sampling.top_logprobs >= 0) c.pending.push_back({s, true});
+      return;
+    }
+    c.seq.tokens.push_back(s.token);
+    c.pending.push_back({s, false});
+    if (c.generated >= c.max_tokens) c.finish = "length";
+  });
+}
+
+void Engine::emit() {
+  std::vector<Choice*> work;
+  for (auto& c : st_->live)
+    if (!c->done && (!c->pending.empty() || c->finish)) work.push_back(c.get());
+  sched::parallel_each(work.size(), [&](size_t i) {
+    Choice& c = *work[i];
+    Piece piece;
+    piece.choice = c.index;
+    std::string text;
+    const bool lp = c.r->sampling.top_logprobs >= 0;
+    for (const Choice::Pending& p : c.pending) {
+      if (!p.stop_token) {
+        if (c.decoder)
+          text += c.decoder->push(p.s.token);
+        else
+          text += fmt::format("{} ", p.s.token);  // a model without a tokenizer answers in ids
+      }
+      if (lp) piece.logprobs.push_back(p.s);
+      if (c.decoder && c.decoder->stopped()) {
+        c.finish = "stop";
+        break;
+      }
+    }
+    if (c.first_token == Clock::time_point{} && !c.pending.empty()) {
+      c.first_token = Clock::now();
+      if (c.index == 0)
+        metrics_.first_token(model_.name(), std::chrono::duration<double>(c.first_token - c.r->arrival).count());
+    }
+    c.pending.clear();
+    const bool last = c.finish != nullptr;
+    if (last && c.decoder) text += c.decoder->finish();
+    if (c.parsers) {
+      std::vector<ParseEvent> events;
+      try {
+        if (!text.empty()) c.parsers->feed(text, events);
+        if (last) c.parsers->finish(events);
+        for (const ParseEvent& e : events)
+          if (std::string d = c.mapper->on_event(e); !d.empty()) piece.deltas.push_back(std::move(d));
+        if (last)
+          for (std::string& d : c.mapper->flush()) piece.deltas.push_back(std::move(d));
+      } catch (const std::exception& e) {
+        c.finish = "error";
+        c.error = fmt::format("the output parser failed: {}", e.what());
+      }
+      if (last)
+        for (const std::string& problem : c.mapper->check()) log::warn("[serve] {}: {}", c.r->id, problem);
+    } else {
+      piece.text = std::move(text);
+    }
+    if (last) {
+      if (std::strcmp(c.finish, "error") == 0) {
+        piece.error = c.error.empty() ? "generation failed" : c.error;
+      } else {
+        piece.finish = c.mapper && !c.mapper->message().tool_calls.empty() ? "tool_calls" : c.finish;
+      }
+      const double tpot = c.generated > 1 ? since(c.first_token) / (c.generated - 1) : 0;
+      if (c.generated > 1) metrics_.per_output_token(model_.name(), tpot);
+      {
+        std::lock_guard lock(c.r->mu);
+        c.r->usage.completion_tokens += c.generated;
+      }
+      metrics_.tokens(model_.name(), c.index == 0 ? c.r->usage.prompt_tokens : 0, c.generated);
+      c.done = true;
+    }
+    if (last || !piece.text.empty() || !piece.deltas.empty() || !piece.logprobs.empty()) c.r->push(std::move(piece));
+  });
+}
+
+void Engine::publish_gauges(double step_s, double host_s) {
+  const model::ModelHost& h = model_.host();
+  const cache::KvCache& kv = h.cache();
+  EngineGauges g;
+  const sched::SchedulerStats ss = st_->sched.stats();
+  g.waiting = ss.waiting;
+  g.running = ss.running;
+  g.preemptions = ss.preemptions;
+  for (size_t gi = 0; gi < kv.layout().groups.size(); ++gi) {
+    const uint64_t n = kv.layout().groups[gi].n_blocks, f = kv.free_blocks(gi);
+    g.kv_blocks_free += f;
+    g.kv_blocks_used += n - f;
+  }
+  st_->steps += step_s > 0;
+  st_->step_seconds += step_s;
+  st_->host_seconds += host_s;
+  g.steps = st_->steps;
+  g.step_seconds = st_->step_seconds;
+  g.host_seconds = st_->host_seconds;
+  metrics_.gauges(model_.name(), g);
+  if (step_s > 0) metrics_.step(model_.name(), step_s, host_s);
+}
+
+void Engine::loop() {
+  model::ModelHost& host = model_.host();
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) break;
+    }
+    admit();
+    retire();
+    const Clock::time_point t0 = Clock::now();
+    sched::Plan plan = st_->sched.plan();
+    retire();  // sequences the plan gave up on
+    if (plan.empty()) {
+      emit();
+      retire();
+      publish_gauges(0, 0);
+      if (!st_->live.empty() && st_->sched.idle()) continue;
+      if (!st_->live.empty()) {
+        // Nothing fits right now and nothing is in flight: should not happen (the scheduler
+        // preempts); wait a little rather than spin.
+        std::unique_lock lock(mu_);
+        cv_.wait_for(lock, std::chrono::milliseconds(5));
+      }
+      continue;
+    }
+    double host_s = since(t0);
+    model::StepTicket ticket;
+    model::StepResult res;
+    bool ok = true;
+    std::string failure;
+    try {
+      const model::StepStatus s = host.submit(plan.steps, &ticket);
+      if (!s.ok()) {
+        ok = false;
+        failure = s.message;
+      }
+    } catch (const std::exception& e) {
+      ok = false;
+      failure = e.what();
+    }
+    const Clock::time_point te = Clock::now();
+    emit();  // the previous step's tokens, while the device runs this one
+    host_s += since(te);
+    if (ok) {
+      try {
+        host.finish(ticket, &res);
+      } catch (const std::exception& e) {
+        ok = false;
+        failure = e.what();
+      }
+    }
+    const Clock::time_point ts = Clock::now();
+    if (!ok) {
+      log::error("[serve] model '{}': a step failed: {}", model_.name(), failure);
+      st_->sched.abort(plan);
+      for (sched::Sequence* s : plan.seqs) {
+        s->failed = true;
+        s->failure = "the step running this request failed on the device: " + failure;
+      }
+    } else {
+      st_->sched.commit(plan);
+      PlanRows pr;
+      pr.result = &res;
+      std::unordered_map<uint64_t, uint32_t> row_of;
+      for (uint32_t row = 0; row < res.rows; ++row) row_of[res.row_seq[row]] = row;
+      std::unordered_map<const sched::Sequence*, Choice*> choice_of;
+      for (auto& c : st_->live) choice_of[&c->seq] = c.get();
+      for (size_t i = 0; i < plan.steps.size(); ++i) {
+        if (!plan.sample[i]) continue;
+        auto it = row_of.find(plan.steps[i].seq);
+        auto ch = choice_of.find(plan.seqs[i]);
+        if (it != row_of.end() && ch != choice_of.end()) pr.rows.push_back({ch->second, it->second});
+      }
+      sample(pr);
+    }
+    host_s += since(ts);
+    publish_gauges(since(t0), host_s);
+  }
+  // Shutting down: whoever still waits gets an error rather than silence.
+  for (auto& c : st_->live)
+    if (!c->done) {
+      Piece p;
+      p.choice = c->index;
+      p.error = "the server is shutting down";
+      c->r->push(std::move(p));
+    }
+  std::lock_guard lock(mu_);
+  for (auto& p : inbox_) {
+    Piece piece;
+    piece.error = "the server is shutting down";
+    for (uint32_t i = 0; i < p->r->choices_total; ++i) {
+      piece.choice = i;
+      p->r->push(piece);
+    }
+  }
+}
+
+}  // namespace kiln::serve

@@ -1,0 +1,69 @@
+// The serving engine of one model: continuous batching around the serial scheduling step.
+//
+//   HTTP threads ──submit──▶ [prepare: template, tokenize, validate]  TBB flow graph node, parallel
+//                                   │ (inbox)
+//   engine thread:  plan(t+1) ─▶ submit(t+1) ─▶ emit(t) ─▶ finish(t+1) ─▶ sample(t+1) ─▶ …
+//                                               parallel     device wait    parallel per sequence
+//
+// One thread owns the scheduler and the model host. After a step's logits come back, each
+// sequence's logits processing and sampling run in parallel (each sequence has its own sampler and
+// seeded RNG); the next step is planned and submitted; then, while the device runs it, each
+// sequence's new tokens are detokenized, checked against stop strings, run through the reasoning and
+// tool-call parsers and published to its request, in parallel. A sequence that a stop string ends
+// during emit is in the step already submitted: its row is ignored and it leaves at the next plan.
+// Cancelled requests (client gone) leave at the next plan too, freeing their blocks and slot.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "serve/metrics.hpp"
+#include "serve/request.hpp"
+#include "serve/served_model.hpp"
+
+namespace kiln::serve {
+
+class Engine {
+ public:
+  Engine(ServedModel& model, Metrics& metrics);
+  ~Engine();  ///< stops the thread; requests still running end with an error piece
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  /** Queues a request for preparation; the caller then waits on the request (wait_prepared, next). */
+  void submit(std::shared_ptr<GenRequest> request);
+  ServedModel& model() { return model_; }
+
+ private:
+  struct Choice;
+  struct Prep;
+  void prepare(const std::shared_ptr<GenRequest>& r);
+  void loop();
+  void admit();
+  struct PlanRows;
+  void sample(const PlanRows& rows);
+  void emit();
+  void retire();
+  void publish_gauges(double step_s, double host_s);
+
+  ServedModel& model_;
+  Metrics& metrics_;
+  struct Graph;
+  std::unique_ptr<Graph> graph_;  ///< the TBB flow graph of request preparation
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Prep>> inbox_;  ///< prepared, waiting for the engine thread
+  bool stop_ = false;
+
+  // Engine thread only.
+  struct State;
+  std::unique_ptr<State> st_;
+  std::thread thread_;
+};
+
+}  // namespace kiln::serve

@@ -1,0 +1,448 @@
+#include "serve/http_server.hpp"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fmt/format.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "serve/engine.hpp"
+#include "serve/metrics.hpp"
+#include "serve/openai.hpp"
+#include "serve/served_model.hpp"
+#include "template/template.hpp"
+
+namespace kiln::serve {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+/**
+ * Whether the client of `req` is still connected. httplib (0.11) does not expose the socket, so the
+ * connection is found once by its address pair among our open sockets and then checked with poll:
+ * a peer that closed its side shows POLLRDHUP. The address pair is checked again each time, so a
+ * reused descriptor is never mistaken for the original connection.
+ */
+class Liveness {
+ public:
+  explicit Liveness(const httplib::Request& req) : req_(req) {}
+  bool alive() {
+    if (fd_ < 0 && !find()) return true;  // cannot tell: assume connected
+    if (!matches(fd_)) return false;
+    pollfd p{fd_, POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) < 0) return true;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0;
+  }
+
+ private:
+  static bool endpoint(const sockaddr_storage& ss, std::string* addr, int* port) {
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (ss.ss_family == AF_INET) {
+      const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+      inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
+      *port = ntohs(a->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+      const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+      inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
+      *port = ntohs(a->sin6_port);
+    } else {
+      return false;
+    }
+    *addr = buf;
+    return true;
+  }
+  bool matches(int fd) const {
+    sockaddr_storage peer{}, local{};
+    socklen_t pl = sizeof peer, ll = sizeof local;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) return false;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) return false;
+    std::string pa, la;
+    int pp = 0, lp = 0;
+    if (!endpoint(peer, &pa, &pp) || !endpoint(local, &la, &lp)) return false;
+    return pp == req_.remote_port && lp == req_.local_port && pa == req_.remote_addr && la == req_.local_addr;
+  }
+  bool find() {
+    if (searched_) return false;
+    searched_ = true;
+    DIR* d = opendir("/proc/self/fd");
+    if (!d) return false;
+    while (dirent* e = readdir(d)) {
+      const int fd = std::atoi(e->d_name);
+      if (fd > 2 && matches(fd)) {
+        fd_ = fd;
+        break;
+      }
+    }
+    closedir(d);
+    return fd_ >= 0;
+  }
+
+  const httplib::Request& req_;
+  int fd_ = -1;
+  bool searched_ = false;
+};
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(error_json(e), "application/json");
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  std::vector<std::unique_ptr<ServedModel>> models;
+  std::vector<std::unique_ptr<Engine>> engines;
+  ServerConfig cfg;
+  Metrics metrics;
+  httplib::Server svr;
+  std::atomic<int> in_flight{0};
+  std::atomic<bool> stopping{false};
+
+  ServedModel* lookup(const std::string& name, ApiError* err) {
+    if (name.empty()) {
+      if (models.size() == 1) return models.front().get();
+      *err = {400, "'model' is required: this server serves several models (see GET /v1/models)", "model",
+              "invalid_request_error", ""};
+      return nullptr;
+    }
+    for (auto& m : models)
+      if (m->name() == name) return m.get();
+    std::string names;
+    for (auto& m : models) names += (names.empty() ? "" : ", ") + m->name();
+    *err = {404, fmt::format("the model '{}' does not exist; this server serves: {}", name, names), "model",
+            "invalid_request_error", "model_not_found"};
+    return nullptr;
+  }
+  Engine& engine_of(const ServedModel* m) {
+    for (size_t i = 0; i < models.size(); ++i)
+      if (models[i].get() == m) return *engines[i];
+    throw_error("[serve] no engine for model");
+  }
+
+  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void tokenize(const httplib::Request& req, httplib::Response& res);
+  void detokenize(const httplib::Request& req, httplib::Response& res);
+  void routes();
+};
+
+void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  ApiError err;
+  std::optional<ApiRequest> parsed = parse_request(
+      req.body, chat, [&](const std::string& n, ApiError* e) { return lookup(n, e); }, &err);
+  if (!parsed) {
+    metrics.request_done("", err.status);
+    return send_error(res, err);
+  }
+  // Admission: at most max_concurrent_requests generation requests at once.
+  if (in_flight.fetch_add(1) >= cfg.max_concurrent_requests) {
+    in_flight.fetch_sub(1);
+    res.set_header("Retry-After", "1");
+    metrics.request_done(parsed->model->name(), 429);
+    return send_error(res, {429,
+                            fmt::format("the server is at its limit of {} concurrent requests; retry shortly",
+                                        cfg.max_concurrent_requests),
+                            "", "rate_limit_error", "rate_limit_exceeded"});
+  }
+  metrics.in_flight(1);
+  auto api = std::make_shared<ApiRequest>(std::move(*parsed));
+  const std::string model_name = api->model->name();
+  auto done = [this, model_name](int status) {
+    in_flight.fetch_sub(1);
+    metrics.in_flight(-1);
+    metrics.request_done(model_name, status);
+  };
+  GenRequest& g = *api->gen;
+  engine_of(api->model).submit(api->gen);
+  if (!g.wait_prepared()) {
+    done(400);
+    return send_error(res, {400, g.prepare_error, g.prepare_param, "invalid_request_error", ""});
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(cfg.request_timeout_s);
+  if (!api->stream) {
+    ResponseWriter w(*api, model_name);
+    Liveness live(req);
+    std::vector<Piece> pieces;
+    std::string error;
+    bool timed_out = false;
+    for (;;) {
+      pieces.clear();
+      const bool more = g.next(pieces, std::chrono::milliseconds(100));
+      for (const Piece& p : pieces) {
+        if (!p.error.empty()) error = p.error;
+        w.absorb(p);
+      }
+      if (!more) break;
+      if (stopping.load() || !live.alive()) {
+        g.cancelled.store(true);
+        done(499);
+        return;  // nobody to answer
+      }
+      if (Clock::now() > deadline) {
+        g.cancelled.store(true);
+        timed_out = true;
+        break;
+      }
+    }
+    if (timed_out) {
+      done(504);
+      return send_error(
+          res, {504, fmt::format("the request took longer than request_timeout_s ({} s)", cfg.request_timeout_s), "",
+                "timeout_error", "timeout"});
+    }
+    if (!error.empty()) {
+      done(500);
+      return send_error(res, {500, error, "", "server_error", ""});
+    }
+    Usage u;
+    {
+      std::lock_guard lock(g.mu);
+      u = g.usage;
+    }
+    res.set_content(w.final_body(u), "application/json");
+    done(200);
+    return;
+  }
+  // Streaming: server-sent events until [DONE]; a client that goes away cancels the request.
+  auto writer = std::make_shared<ResponseWriter>(*api, model_name);
+  auto live = std::make_shared<Liveness>(req);
+  auto finished = std::make_shared<bool>(false);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, api, writer, live, finished, deadline, done](size_t, httplib::DataSink& sink) {
+        GenRequest& r = *api->gen;
+        std::vector<Piece> pieces;
+        const bool more = r.next(pieces, std::chrono::milliseconds(100));
+        std::string out;
+        for (const Piece& p : pieces) out += writer->stream_piece(p);
+        if (!more) {
+          Usage u;
+          {
+            std::lock_guard lock(r.mu);
+            u = r.usage;
+          }
+          out += writer->stream_end(u);
+        }
+        if (!out.empty() && !sink.write(out.data(), out.size())) {
+          r.cancelled.store(true);
+          return false;
+        }
+        if (!more) {
+          *finished = true;
+          done(200);
+          sink.done();
+          return true;
+        }
+        if (stopping.load() || !live->alive()) {
+          r.cancelled.store(true);
+          return false;
+        }
+        if (Clock::now() > deadline) {
+          r.cancelled.store(true);
+          const std::string e =
+              "data: " +
+              error_json({504, "the request took longer than request_timeout_s", "", "timeout_error", "timeout"}) +
+              "\n\ndata: [DONE]\n\n";
+          sink.write(e.data(), e.size());
+          *finished = true;
+          done(504);
+          sink.done();
+        }
+        return true;
+      },
+      [api, finished, done](bool) {
+        api->gen->cancelled.store(true);  // no effect when it finished; frees it when the client left
+        if (!*finished) done(499);
+      });
+}
+
+void HttpServer::Impl::tokenize(const httplib::Request& req, httplib::Response& res) {
+  json body;
+  try {
+    body = json::parse(req.body);
+  } catch (const std::exception& e) {
+    return send_error(
+        res, {400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_request_error", ""});
+  }
+  if (!body.is_object())
+    return send_error(res, {400, "the request body must be a JSON object", "", "invalid_request_error", ""});
+  ApiError err;
+  ServedModel* m = lookup(body.value("model", ""), &err);
+  if (!m) return send_error(res, err);
+  if (!m->tokenizer())
+    return send_error(res, {400, "this model has no tokenizer", "model", "invalid_request_error", ""});
+  try {
+    std::string text;
+    bool add_special = true;
+    if (body.contains("messages")) {
+      if (!m->chat_template())
+        return send_error(res, {400, "this model has no chat template", "messages", "invalid_request_error", ""});
+      json b = body;
+      b["add_generation_prompt"] = body.value("add_generation_prompt", true);
+      text = m->chat_template()->render_request(b.dump());
+      add_special = false;
+    } else if (body.contains("prompt") && body["prompt"].is_string()) {
+      text = body["prompt"].get<std::string>();
+    } else {
+      return send_error(res, {400, "give 'prompt' (a string) or 'messages'", "prompt", "invalid_request_error", ""});
+    }
+    if (body.contains("add_special_tokens")) {
+      if (!body["add_special_tokens"].is_boolean())
+        return send_error(res, {400, "'add_special_tokens' must be true or false", "add_special_tokens",
+                                "invalid_request_error", ""});
+      add_special = body["add_special_tokens"].get<bool>();
+    }
+    const std::vector<int32_t> ids = m->encode(text, add_special);
+    res.set_content(json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", m->max_context()}}.dump(),
+                    "application/json");
+  } catch (const std::exception& e) {
+    send_error(res, {400, e.what(), body.contains("messages") ? "messages" : "prompt", "invalid_request_error", ""});
+  }
+}
+
+void HttpServer::Impl::detokenize(const httplib::Request& req, httplib::Response& res) {
+  json body;
+  try {
+    body = json::parse(req.body);
+  } catch (const std::exception& e) {
+    return send_error(
+        res, {400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_request_error", ""});
+  }
+  if (!body.is_object())
+    return send_error(res, {400, "the request body must be a JSON object", "", "invalid_request_error", ""});
+  ApiError err;
+  ServedModel* m = lookup(body.value("model", ""), &err);
+  if (!m) return send_error(res, err);
+  if (!m->tokenizer())
+    return send_error(res, {400, "this model has no tokenizer", "model", "invalid_request_error", ""});
+  const auto it = body.find("tokens");
+  if (it == body.end() || !it->is_array())
+    return send_error(res, {400, "'tokens' must be an array of token ids", "tokens", "invalid_request_error", ""});
+  std::vector<int32_t> ids;
+  for (const json& x : *it) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= m->n_vocab())
+      return send_error(res, {400, fmt::format("'tokens' must hold token ids in [0, {})", m->n_vocab()), "tokens",
+                              "invalid_request_error", ""});
+    ids.push_back(x.get<int32_t>());
+  }
+  text::DecodeOptions o;
+  o.skip_special = body.value("skip_special_tokens", true);
+  res.set_content(json{{"prompt", m->tokenizer()->decode(ids, o)}}.dump(), "application/json");
+}
+
+void HttpServer::Impl::routes() {
+  svr.set_payload_max_length(cfg.max_request_bytes);
+  svr.set_read_timeout(30, 0);
+  svr.set_write_timeout(30, 0);
+  const size_t threads = static_cast<size_t>(std::max(8, cfg.max_concurrent_requests + 8));
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("Access-Control-Allow-Origin", "*");
+    if (req.method == "OPTIONS") {
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.status = 200;
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const bool guarded = req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize";
+    if (guarded && !cfg.api_keys.empty()) {
+      const std::string auth = req.get_header_value("Authorization");
+      const std::string key = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : "";
+      if (std::find(cfg.api_keys.begin(), cfg.api_keys.end(), key) == cfg.api_keys.end()) {
+        send_error(res, {401,
+                         auth.empty() ? "an API key is required: send 'Authorization: Bearer <key>'"
+                                      : "the API key is not valid",
+                         "", "authentication_error", "invalid_api_key"});
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 413)
+      send_error(res,
+                 {413, "the request body is larger than server.max_request_bytes", "", "invalid_request_error", ""});
+    else if (res.status == 404)
+      send_error(res, {404, fmt::format("no route {} {}", req.method, req.path), "", "invalid_request_error", ""});
+    else
+      send_error(res, {res.status, fmt::format("HTTP {}", res.status), "", "invalid_request_error", ""});
+  });
+  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    log::error("[serve] {}", what);
+    send_error(res, {500, what, "", "server_error", ""});
+  });
+  svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(json{{"status", "ok"}, {"models", models.size()}}.dump(), "application/json");
+  });
+  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.render(), "text/plain; version=0.0.4");
+  });
+  svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    json data = json::array();
+    for (auto& m : models)
+      data.push_back({{"id", m->name()},
+                      {"object", "model"},
+                      {"created", m->created()},
+                      {"owned_by", "kiln"},
+                      {"max_model_len", m->max_context()},
+                      {"description", m->description()}});
+    res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
+  });
+  svr.Post("/v1/chat/completions",
+           [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); });
+  svr.Post("/v1/completions",
+           [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, false); });
+  svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
+  svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
+}
+
+HttpServer::HttpServer(std::vector<std::unique_ptr<ServedModel>> models, const ServerConfig& server)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->models = std::move(models);
+  impl_->cfg = server;
+  for (auto& m : impl_->models) impl_->engines.push_back(std::make_unique<Engine>(*m, impl_->metrics));
+  impl_->routes();
+}
+
+HttpServer::~HttpServer() {
+  stop();
+  impl_->engines.clear();  // ends what is left, then the models go
+}
+
+int HttpServer::bind(const std::string& host, int port) {
+  const int bound = port == 0 ? impl_->svr.bind_to_any_port(host) : (impl_->svr.bind_to_port(host, port) ? port : -1);
+  if (bound < 0) log::error("[serve] cannot listen on {}:{} (in use, or not an address of this machine)", host, port);
+  return bound;
+}
+
+bool HttpServer::run() {
+  return impl_->svr.listen_after_bind();
+}
+
+void HttpServer::stop() {
+  impl_->stopping.store(true);
+  impl_->svr.stop();
+}
+
+}  // namespace kiln::serve

@@ -1,0 +1,36 @@
+// `kiln serve`'s HTTP front: the OpenAI-compatible routes over cpp-httplib, one Engine per served
+// model, API keys, body and concurrency limits, and client-disconnect detection. httplib stays
+// inside http_server.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+
+namespace kiln::serve {
+
+class ServedModel;
+
+class HttpServer {
+ public:
+  /** Serves `models` (loaded already) with the limits of `server`. */
+  HttpServer(std::vector<std::unique_ptr<ServedModel>> models, const ServerConfig& server);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  /** Binds host:port (port 0: any free port); returns the port, or -1 with a log line saying why. */
+  int bind(const std::string& host, int port);
+  /** Serves until stop(); returns false when the listener failed. */
+  bool run();
+  /** Stops listening and ends the requests in progress (safe from any thread). */
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::serve

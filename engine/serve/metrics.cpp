@@ -1,0 +1,111 @@
+#include "serve/metrics.hpp"
+
+#include <fmt/format.h>
+
+namespace kiln::serve {
+
+void Histogram::observe(double v) {
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += v;
+  ++n_;
+}
+
+void Histogram::write(std::string& out, const std::string& name, const std::string& labels) const {
+  const std::string sep = labels.empty() ? "" : ",";
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    out += fmt::format("{}_bucket{{{}{}le=\"{}\"}} {}\n", name, labels, sep, bounds_[i], cum);
+  }
+  out += fmt::format("{}_bucket{{{}{}le=\"+Inf\"}} {}\n", name, labels, sep, n_);
+  out += fmt::format("{}_sum{{{}}} {}\n", name, labels, sum_);
+  out += fmt::format("{}_count{{{}}} {}\n", name, labels, n_);
+}
+
+void Metrics::request_done(const std::string& model, int status) {
+  std::lock_guard lock(mu_);
+  ++of(model).requests_by_status[status];
+}
+void Metrics::tokens(const std::string& model, uint64_t prompt, uint64_t generated) {
+  std::lock_guard lock(mu_);
+  of(model).prompt_tokens += prompt;
+  of(model).generated_tokens += generated;
+}
+void Metrics::first_token(const std::string& model, double seconds) {
+  std::lock_guard lock(mu_);
+  of(model).ttft.observe(seconds);
+}
+void Metrics::per_output_token(const std::string& model, double seconds) {
+  std::lock_guard lock(mu_);
+  of(model).tpot.observe(seconds);
+}
+void Metrics::step(const std::string& model, double step_seconds, double) {
+  std::lock_guard lock(mu_);
+  of(model).step.observe(step_seconds);
+}
+void Metrics::gauges(const std::string& model, const EngineGauges& g) {
+  std::lock_guard lock(mu_);
+  of(model).gauges = g;
+}
+void Metrics::cancelled(const std::string& model) {
+  std::lock_guard lock(mu_);
+  ++of(model).cancelled;
+}
+void Metrics::in_flight(int delta) {
+  std::lock_guard lock(mu_);
+  in_flight_ += delta;
+}
+
+std::string Metrics::render() const {
+  std::lock_guard lock(mu_);
+  std::string o;
+  const auto head = [&](const char* name, const char* type, const char* help) {
+    o += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  };
+  head("kiln_requests_in_flight", "gauge", "HTTP generation requests being served now.");
+  o += fmt::format("kiln_requests_in_flight {}\n", in_flight_);
+  head("kiln_requests_total", "counter", "Finished generation requests by HTTP status.");
+  for (const auto& [m, p] : models_)
+    for (const auto& [status, n] : p.requests_by_status)
+      o += fmt::format("kiln_requests_total{{model=\"{}\",status=\"{}\"}} {}\n", m, status, n);
+  const auto counter = [&](const char* name, const char* help, auto get) {
+    head(name, "counter", help);
+    for (const auto& [m, p] : models_) o += fmt::format("{}{{model=\"{}\"}} {}\n", name, m, get(p));
+  };
+  const auto gauge = [&](const char* name, const char* help, auto get) {
+    head(name, "gauge", help);
+    for (const auto& [m, p] : models_) o += fmt::format("{}{{model=\"{}\"}} {}\n", name, m, get(p));
+  };
+  counter("kiln_prompt_tokens_total", "Prompt tokens of admitted requests.",
+          [](const PerModel& p) { return p.prompt_tokens; });
+  counter("kiln_generated_tokens_total", "Tokens generated.", [](const PerModel& p) { return p.generated_tokens; });
+  counter("kiln_requests_cancelled_total", "Requests whose client went away before the end.",
+          [](const PerModel& p) { return p.cancelled; });
+  counter("kiln_preemptions_total", "Sequences preempted (recomputed later) because the KV cache was full.",
+          [](const PerModel& p) { return p.gauges.preemptions; });
+  counter("kiln_steps_total", "Engine steps run.", [](const PerModel& p) { return p.gauges.steps; });
+  counter("kiln_step_seconds_total", "Wall time of engine steps.",
+          [](const PerModel& p) { return p.gauges.step_seconds; });
+  counter("kiln_step_host_seconds_total", "Host share of step time: scheduling, sampling and emitting.",
+          [](const PerModel& p) { return p.gauges.host_seconds; });
+  gauge("kiln_queue_depth", "Sequences waiting to start (or to resume after preemption).",
+        [](const PerModel& p) { return p.gauges.waiting; });
+  gauge("kiln_running_sequences", "Sequences in the KV cache.", [](const PerModel& p) { return p.gauges.running; });
+  gauge("kiln_kv_blocks_used", "KV cache blocks in use.", [](const PerModel& p) { return p.gauges.kv_blocks_used; });
+  gauge("kiln_kv_blocks_free", "KV cache blocks free.", [](const PerModel& p) { return p.gauges.kv_blocks_free; });
+  const auto hist = [&](const char* name, const char* help, auto get) {
+    head(name, "histogram", help);
+    for (const auto& [m, p] : models_) get(p).write(o, name, fmt::format("model=\"{}\"", m));
+  };
+  hist("kiln_time_to_first_token_seconds", "From arrival to the first generated token.",
+       [](const PerModel& p) -> const Histogram& { return p.ttft; });
+  hist("kiln_time_per_output_token_seconds", "Mean time between generated tokens of a request.",
+       [](const PerModel& p) -> const Histogram& { return p.tpot; });
+  hist("kiln_step_seconds", "Wall time of one engine step.",
+       [](const PerModel& p) -> const Histogram& { return p.step; });
+  return o;
+}
+
+}  // namespace kiln::serve

@@ -1,0 +1,465 @@
+#include "serve/openai.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "serve/served_model.hpp"
+
+namespace kiln::serve {
+
+using nlohmann::json;
+
+std::string error_json(const ApiError& e) {
+  json j = {{"error",
+             {{"message", e.message},
+              {"type", e.type},
+              {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+              {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
+  return j.dump();
+}
+
+namespace {
+
+/** Thrown while checking a body; becomes the 400 naming `param`. */
+struct Bad {
+  std::string param, message;
+};
+
+[[noreturn]] void bad(std::string param, std::string message) {
+  throw Bad{std::move(param), std::move(message)};
+}
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    default:
+      return "a number";
+  }
+}
+
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<double> number(const json& body, const char* name, double lo, double hi) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) bad(name, fmt::format("'{}' must be a number, not {}", name, type_name(*v)));
+  const double d = v->get<double>();
+  if (!(d >= lo && d <= hi)) bad(name, fmt::format("'{}' must be in [{}, {}] (got {})", name, lo, hi, d));
+  return d;
+}
+
+std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, int64_t hi) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer() && !(v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()))
+    bad(name, fmt::format("'{}' must be an integer, not {}", name, v->is_number() ? "a fraction" : type_name(*v)));
+  const double d = v->get<double>();
+  if (!(d >= static_cast<double>(lo) && d <= static_cast<double>(hi)))
+    bad(name, fmt::format("'{}' must be in [{}, {}] (got {})", name, lo, hi, v->dump()));
+  return v->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX))
+                                 : v->get<int64_t>();
+}
+
+std::optional<bool> boolean(const json& body, const char* name) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) bad(name, fmt::format("'{}' must be true or false, not {}", name, type_name(*v)));
+  return v->get<bool>();
+}
+
+std::vector<int32_t> id_array(const json& a, const std::string& param) {
+  std::vector<int32_t> ids;
+  for (const json& x : a) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+      bad(param, fmt::format("'{}' must hold non-negative integer token ids", param));
+    ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+  }
+  return ids;
+}
+
+void parse_sampling(const json& body, const ServedModel& m, GenRequest& r, bool chat) {
+  sched::SamplingParams sp = m.default_sampling();
+  if (auto t = number(body, "temperature", 0, 2)) sp.temperature = *t;
+  if (auto v = number(body, "top_p", 0, 1)) {
+    if (*v <= 0) bad("top_p", "'top_p' must be in (0, 1]");
+    sp.top_p = *v;
+  }
+  if (auto v = integer(body, "top_k", -1, 1 << 30)) sp.top_k = *v < 0 ? 0 : static_cast<int>(*v);
+  if (auto v = number(body, "min_p", 0, 1)) sp.min_p = *v;
+  if (auto v = number(body, "presence_penalty", -2, 2)) sp.presence_penalty = *v;
+  if (auto v = number(body, "frequency_penalty", -2, 2)) sp.frequency_penalty = *v;
+  if (auto v = number(body, "repetition_penalty", 0, 10)) {
+    if (*v <= 0) bad("repetition_penalty", "'repetition_penalty' must be > 0");
+    sp.repetition_penalty = *v;
+  }
+  if (auto v = integer(body, "seed", INT64_MIN, INT64_MAX)) {
+    sp.seed = static_cast<uint64_t>(*v);
+  } else if (!m.config().sampling.seed) {
+    sp.seed = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();  // a fresh seed per request
+  }
+  if (const json* lb = field(body, "logit_bias")) {
+    if (!lb->is_object()) bad("logit_bias", "'logit_bias' must be an object of token id → bias");
+    for (const auto& [k, v] : lb->items()) {
+      size_t used = 0;
+      long id = -1;
+      try {
+        id = std::stol(k, &used);
+      } catch (...) {
+      }
+      if (used != k.size() || id < 0 || static_cast<uint64_t>(id) >= m.n_vocab())
+        bad("logit_bias", fmt::format("logit_bias key '{}' is not a token id in [0, {})", k, m.n_vocab()));
+      if (!v.is_number() || v.get<double>() < -100 || v.get<double>() > 100)
+        bad("logit_bias", fmt::format("logit_bias['{}'] must be a number in [-100, 100]", k));
+      sp.logit_bias.push_back({static_cast<int32_t>(id), v.get<float>()});
+    }
+  }
+  if (chat) {
+    const bool lp = boolean(body, "logprobs").value_or(false);
+    const auto top = integer(body, "top_logprobs", 0, 20);
+    if (top && !lp) bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    sp.top_logprobs = lp ? static_cast<int>(top.value_or(0)) : -1;
+  } else {
+    const json* v = field(body, "logprobs");
+    if (v && v->is_boolean()) bad("logprobs", "'logprobs' of /v1/completions is an integer in [0, 20]");
+    if (auto n = integer(body, "logprobs", 0, 20)) sp.top_logprobs = static_cast<int>(*n);
+  }
+  r.sampling = std::move(sp);
+}
+
+void parse_stop(const json& body, GenRequest& r) {
+  if (const json* s = field(body, "stop")) {
+    if (s->is_string()) {
+      r.stop.push_back(s->get<std::string>());
+    } else if (s->is_array()) {
+      if (s->size() > 16) bad("stop", "'stop' takes at most 16 strings");
+      for (const json& x : *s) {
+        if (!x.is_string()) bad("stop", "'stop' must be a string or an array of strings");
+        r.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      bad("stop", fmt::format("'stop' must be a string or an array of strings, not {}", type_name(*s)));
+    }
+    std::erase(r.stop, std::string());
+  }
+  if (const json* s = field(body, "stop_token_ids")) {
+    if (!s->is_array()) bad("stop_token_ids", "'stop_token_ids' must be an array of token ids");
+    r.stop_ids = id_array(*s, "stop_token_ids");
+  }
+}
+
+void parse_chat(json& body, GenRequest& r) {
+  const json* msgs = field(body, "messages");
+  if (!msgs) bad("messages", "'messages' is required");
+  if (!msgs->is_array() || msgs->empty()) bad("messages", "'messages' must be a non-empty array of messages");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string p = fmt::format("messages[{}]", i);
+    if (!m.is_object()) bad(p, fmt::format("'{}' must be an object", p));
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) bad(p + ".role", fmt::format("'{}.role' must be a string", p));
+    const std::string ro = role->get<std::string>();
+    if (ro != "system" && ro != "developer" && ro != "user" && ro != "assistant" && ro != "tool")
+      bad(p + ".role", fmt::format("'{}.role' must be system, developer, user, assistant or tool (got '{}')", p, ro));
+    auto content = m.find("content");
+    if (content != m.end() && !content->is_null() && !content->is_string() && !content->is_array())
+      bad(p + ".content", fmt::format("'{}.content' must be a string or an array of parts", p));
+  }
+  if (const json* rf = field(body, "response_format")) {
+    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+      bad("response_format", "'response_format' must be an object with a 'type'");
+    if ((*rf)["type"] != "text")
+      bad("response_format",
+          "response_format json_object / json_schema needs constrained decoding, which kiln does "
+          "not have yet; leave it out or use {\"type\": \"text\"}");
+  }
+  const json* tools = field(body, "tools");
+  if (tools && !tools->is_array()) bad("tools", "'tools' must be an array of tool definitions");
+  if (tools)
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+          !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string())
+        bad(fmt::format("tools[{}]", i), fmt::format("'tools[{}]' must be {{\"type\": \"function\", \"function\": "
+                                                     "{{\"name\": ..., \"parameters\": ...}}}}",
+                                                     i));
+    }
+  if (const json* tc = field(body, "tool_choice")) {
+    if (tc->is_string() && *tc == "none") {
+      r.parse_tools = false;
+      body.erase("tools");  // the model is not told about tools it may not call
+    } else if (tc->is_string() && *tc == "auto") {
+    } else if ((tc->is_string() && *tc == "required") || tc->is_object()) {
+      bad("tool_choice",
+          "tool_choice 'required' and a named tool need constrained decoding, which kiln does not have "
+          "yet; use 'auto' or 'none'");
+    } else {
+      bad("tool_choice", "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", ...}");
+    }
+  }
+  if (const json* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    if (auto it = kw->find("enable_thinking"); it != kw->end() && it->is_boolean())
+      r.parser.thinking = it->get<bool>() ? 1 : 0;
+  }
+  if (tools && r.parse_tools) r.parser.tools_json = tools->dump();
+  // The template sees the body as sent (messages, tools, chat_template_kwargs, ...).
+  body["add_generation_prompt"] = body.value("add_generation_prompt", true);
+  r.chat_body = body.dump();
+}
+
+void parse_prompt(const json& body, GenRequest& r) {
+  const json* p = field(body, "prompt");
+  if (!p) bad("prompt", "'prompt' is required");
+  const char* shape =
+      "'prompt' must be a string, an array of strings, an array of token ids or an array of arrays "
+      "of token ids";
+  if (p->is_string()) {
+    r.prompt_texts.push_back(p->get<std::string>());
+  } else if (p->is_array() && !p->empty()) {
+    if ((*p)[0].is_string()) {
+      for (const json& x : *p) {
+        if (!x.is_string()) bad("prompt", shape);
+        r.prompt_texts.push_back(x.get<std::string>());
+      }
+    } else if ((*p)[0].is_number()) {
+      r.prompt_ids.push_back(id_array(*p, "prompt"));
+    } else if ((*p)[0].is_array()) {
+      for (const json& x : *p) {
+        if (!x.is_array() || x.empty()) bad("prompt", shape);
+        r.prompt_ids.push_back(id_array(x, "prompt"));
+      }
+    } else {
+      bad("prompt", shape);
+    }
+  } else {
+    bad("prompt", shape);
+  }
+  if (r.prompt_texts.size() + r.prompt_ids.size() > 64) bad("prompt", "at most 64 prompts per request");
+  if (boolean(body, "echo").value_or(false)) bad("echo", "'echo' is not supported; leave it out or false");
+  if (field(body, "suffix")) bad("suffix", "'suffix' is not supported");
+  if (auto b = integer(body, "best_of", 1, 1); !b && field(body, "best_of"))
+    bad("best_of", "'best_of' other than 1 is not supported");
+}
+
+}  // namespace
+
+std::optional<ApiRequest> parse_request(std::string_view text, bool chat, const ModelLookup& lookup, ApiError* error) {
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::parse_error& e) {
+    *error = {400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_request_error", ""};
+    return std::nullopt;
+  }
+  if (!body.is_object()) {
+    *error = {400, "the request body must be a JSON object", "", "invalid_request_error", ""};
+    return std::nullopt;
+  }
+  try {
+    std::string name;
+    if (const json* m = field(body, "model")) {
+      if (!m->is_string()) bad("model", "'model' must be a string");
+      name = m->get<std::string>();
+    }
+    ApiRequest out;
+    out.model = lookup(name, error);
+    if (!out.model) return std::nullopt;
+    out.chat = chat;
+    auto r = std::make_shared<GenRequest>();
+    r->chat = chat;
+    std::random_device rd;
+    r->id = fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : "cmpl", (uint64_t{rd()} << 32) | rd(), rd());
+    out.stream = boolean(body, "stream").value_or(false);
+    if (const json* so = field(body, "stream_options")) {
+      if (!so->is_object()) bad("stream_options", "'stream_options' must be an object");
+      if (!out.stream) bad("stream_options", "'stream_options' is only allowed with 'stream': true");
+      out.include_usage = boolean(*so, "include_usage").value_or(false);
+    }
+    if (auto n = integer(body, "n", 1, 16)) r->n = static_cast<uint32_t>(*n);
+    auto mt = integer(body, "max_tokens", 1, INT32_MAX);
+    if (auto mct = integer(body, "max_completion_tokens", 1, INT32_MAX)) mt = mct;
+    if (mt) r->max_tokens = static_cast<uint32_t>(*mt);
+    if (const json* u = field(body, "user"); u && !u->is_string()) bad("user", "'user' must be a string");
+    r->ignore_eos = boolean(body, "ignore_eos").value_or(false);
+    r->skip_special = boolean(body, "skip_special_tokens").value_or(true);
+    parse_sampling(body, *out.model, *r, chat);
+    parse_stop(body, *r);
+    if (chat)
+      parse_chat(body, *r);
+    else
+      parse_prompt(body, *r);
+    out.gen = std::move(r);
+    return out;
+  } catch (const Bad& b) {
+    *error = {400, b.message, b.param, "invalid_request_error", ""};
+    return std::nullopt;
+  }
+}
+
+// ---- responses
+
+ResponseWriter::ResponseWriter(const ApiRequest& req, std::string model_name)
+    : req_(req),
+      model_(std::move(model_name)),
+      id_(req.gen->id),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                   .count()) {}
+
+std::string ResponseWriter::logprobs_json(const std::vector<sched::Sampled>& lps, size_t text_offset) const {
+  const text::Tokenizer* tok = req_.model->tokenizer();
+  // A token's text as it reads inside a text: decoded twice in a row minus decoded once, so that
+  // decoders that strip a leading space at the start of a text (SentencePiece) keep it here.
+  const auto piece = [&](int32_t id) {
+    if (!tok) return std::to_string(id);
+    const int32_t two[2] = {id, id};
+    const std::string one = tok->decode(std::span<const int32_t>(two, 1));
+    const std::string both = tok->decode(std::span<const int32_t>(two, 2));
+    return both.size() > one.size() && both.compare(0, one.size(), one) == 0 ? both.substr(one.size()) : one;
+  };
+  const auto bytes = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char ch : s) b.push_back(ch);
+    return b;
+  };
+  const auto finite = [](float v) { return std::isfinite(v) ? json(v) : json(-9999.0); };
+  if (req_.chat) {
+    json content = json::array();
+    for (const sched::Sampled& s : lps) {
+      const std::string t = piece(s.token);
+      json top = json::array();
+      for (const sched::TokenLogprob& a : s.top) {
+        const std::string at = piece(a.token);
+        top.push_back({{"token", at}, {"logprob", finite(a.logprob)}, {"bytes", bytes(at)}});
+      }
+      content.push_back({{"token", t}, {"logprob", finite(s.logprob)}, {"bytes", bytes(t)}, {"top_logprobs", top}});
+    }
+    return json{{"content", content}, {"refusal", nullptr}}.dump();
+  }
+  json tokens = json::array(), lp = json::array(), top = json::array(), offs = json::array();
+  for (const sched::Sampled& s : lps) {
+    const std::string t = piece(s.token);
+    tokens.push_back(t);
+    lp.push_back(finite(s.logprob));
+    json alt = json::object();
+    for (const sched::TokenLogprob& a : s.top) alt[piece(a.token)] = finite(a.logprob);
+    top.push_back(alt);
+    offs.push_back(text_offset);
+    text_offset += t.size();
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top}, {"text_offset", offs}}.dump();
+}
+
+std::string ResponseWriter::chunk(uint32_t index, const std::string& delta_or_text,
+                                  const std::vector<sched::Sampled>& lps, const char* finish) const {
+  json c = {{"index", index}};
+  if (req_.chat)
+    c["delta"] = json::parse(delta_or_text);
+  else
+    c["text"] = delta_or_text;
+  c["logprobs"] = lps.empty() ? json(nullptr) : json::parse(logprobs_json(lps, 0));
+  c["finish_reason"] = finish ? json(finish) : json(nullptr);
+  json j = {{"id", id_},
+            {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", created_},
+            {"model", model_},
+            {"choices", json::array({c})}};
+  return "data: " + j.dump() + "\n\n";
+}
+
+std::string ResponseWriter::stream_piece(const Piece& p) {
+  if (choices_.size() <= p.choice) choices_.resize(p.choice + 1);
+  ChoiceOut& co = choices_[p.choice];
+  std::string out;
+  if (!p.error.empty()) {
+    ApiError e{500, p.error, "", "server_error", ""};
+    return "data: " + error_json(e) + "\n\n";
+  }
+  if (req_.chat) {
+    if (!co.role_sent) {
+      out += chunk(p.choice, R"({"role":"assistant","content":""})", {}, nullptr);
+      co.role_sent = true;
+    }
+    for (size_t i = 0; i < p.deltas.size(); ++i)
+      out += chunk(p.choice, p.deltas[i], i == 0 ? p.logprobs : std::vector<sched::Sampled>{}, nullptr);
+    if (p.deltas.empty() && !p.logprobs.empty()) out += chunk(p.choice, "{}", p.logprobs, nullptr);
+    if (p.finish) out += chunk(p.choice, "{}", {}, p.finish);
+  } else {
+    if (!p.text.empty() || !p.logprobs.empty()) out += chunk(p.choice, p.text, p.logprobs, nullptr);
+    if (p.finish) out += chunk(p.choice, "", {}, p.finish);
+  }
+  return out;
+}
+
+std::string ResponseWriter::stream_end(const Usage& u) {
+  std::string out;
+  if (req_.include_usage) {
+    json j = {{"id", id_},
+              {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", created_},
+              {"model", model_},
+              {"choices", json::array()},
+              {"usage",
+               {{"prompt_tokens", u.prompt_tokens},
+                {"completion_tokens", u.completion_tokens},
+                {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}}}};
+    out += "data: " + j.dump() + "\n\n";
+  }
+  return out + "data: [DONE]\n\n";
+}
+
+void ResponseWriter::absorb(const Piece& p) {
+  if (choices_.size() <= p.choice) choices_.resize(p.choice + 1);
+  ChoiceOut& co = choices_[p.choice];
+  for (const std::string& d : p.deltas) parse::apply_delta(d, co.message);
+  co.text += p.text;
+  co.logprobs.insert(co.logprobs.end(), p.logprobs.begin(), p.logprobs.end());
+  if (p.finish) co.finish = p.finish;
+}
+
+std::string ResponseWriter::final_body(const Usage& u) const {
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const ChoiceOut& co = choices_[i];
+    json c = {{"index", i}};
+    if (req_.chat) {
+      c["message"] = json::parse(parse::message_json(co.message));
+      if (c["message"]["content"].is_null() && co.message.tool_calls.empty()) c["message"]["content"] = "";
+    } else {
+      c["text"] = co.text;
+    }
+    c["logprobs"] = req_.gen->sampling.top_logprobs >= 0 ? json::parse(logprobs_json(co.logprobs, 0)) : json(nullptr);
+    c["finish_reason"] = co.finish ? co.finish : "stop";
+    choices.push_back(std::move(c));
+  }
+  json j = {{"id", id_},
+            {"object", req_.chat ? "chat.completion" : "text_completion"},
+            {"created", created_},
+            {"model", model_},
+            {"choices", choices},
+            {"usage",
+             {{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}}}};
+  return j.dump();
+}
+
+}  // namespace kiln::serve

@@ -1,0 +1,79 @@
+// The OpenAI wire format: request bodies of /v1/chat/completions and /v1/completions checked and
+// turned into GenRequests (every bad field a 400 naming it), and responses and stream chunks
+// written from the engine's pieces. nlohmann/json stays inside openai.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "parse/message.hpp"
+#include "serve/request.hpp"
+
+namespace kiln::serve {
+
+class ServedModel;
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string param;  ///< the offending field, "" for none
+  std::string type = "invalid_request_error";
+  std::string code;  ///< e.g. model_not_found
+};
+
+/** `{"error": {"message", "type", "param", "code"}}` */
+std::string error_json(const ApiError& e);
+
+/** A checked generation request: what the engine runs and how to answer. */
+struct ApiRequest {
+  std::shared_ptr<GenRequest> gen;
+  ServedModel* model = nullptr;
+  bool stream = false, include_usage = false;
+  bool chat = false;
+};
+
+/** Finds a served model by the request's "model" (optional when one is served). */
+using ModelLookup = std::function<ServedModel*(const std::string& name, ApiError* error)>;
+
+/** Parses and checks a body; nullopt with `error` set when it is refused. */
+std::optional<ApiRequest> parse_request(std::string_view body, bool chat, const ModelLookup& lookup, ApiError* error);
+
+/** What one choice has produced so far (non-streaming answers are assembled from pieces). */
+struct ChoiceOut {
+  parse::AssistantMessage message;  ///< chat
+  std::string text;                 ///< completions
+  std::vector<sched::Sampled> logprobs;
+  const char* finish = nullptr;
+  bool role_sent = false;  ///< streaming chat: the role delta went out
+};
+
+/** The stream of SSE events for one request. */
+class ResponseWriter {
+ public:
+  ResponseWriter(const ApiRequest& req, std::string model_name);
+  /** SSE lines for one piece (`data: {...}\n\n` each). */
+  std::string stream_piece(const Piece& p);
+  /** The usage chunk (when stream_options.include_usage) and `data: [DONE]`. */
+  std::string stream_end(const Usage& u);
+  /** Folds a piece into the answer (non-streaming). */
+  void absorb(const Piece& p);
+  /** The whole non-streaming response body. */
+  std::string final_body(const Usage& u) const;
+
+ private:
+  std::string chunk(uint32_t index, const std::string& delta_or_text, const std::vector<sched::Sampled>& lps,
+                    const char* finish) const;
+  std::string logprobs_json(const std::vector<sched::Sampled>& lps, size_t text_offset) const;
+
+  const ApiRequest& req_;
+  std::string model_, id_;
+  int64_t created_;
+  std::vector<ChoiceOut> choices_;
+};
+
+}  // namespace kiln::serve

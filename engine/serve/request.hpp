@@ -1,0 +1,73 @@
+// A generation request between the HTTP layer and a model's engine. The HTTP thread fills the
+// inputs, hands the request to Engine::submit and then only reads what the engine publishes through
+// the request's channel (a mutex and a condition variable): whether preparation succeeded, then the
+// pieces of output of each choice. Per-request state that the engine mutates (samplers, decoders,
+// parsers) lives in the engine's Choice objects, never here.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plugin/parser_host.hpp"
+#include "sched/sampler.hpp"
+
+namespace kiln::serve {
+
+/** One piece of output of one choice. */
+struct Piece {
+  uint32_t choice = 0;
+  std::string text;                      ///< raw text delta (completions)
+  std::vector<std::string> deltas;       ///< chat: JSON objects of `choices[].delta` (content, reasoning, tool calls)
+  std::vector<sched::Sampled> logprobs;  ///< the tokens behind this piece (when logprobs were asked for)
+  const char* finish = nullptr;          ///< set on the choice's last piece: stop, length, tool_calls
+  std::string error;                     ///< the choice failed (a server error; the message says why)
+};
+
+struct Usage {
+  uint64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+};
+
+struct GenRequest {
+  // ---- inputs (written before Engine::submit, read-only afterwards)
+  std::string id;
+  bool chat = false;
+  std::string chat_body;                         ///< chat: the request JSON to render with the template
+  std::vector<std::string> prompt_texts;         ///< completions: prompts as text ...
+  std::vector<std::vector<int32_t>> prompt_ids;  ///< ... or as token ids
+  uint32_t n = 1;                                ///< choices per prompt
+  sched::SamplingParams sampling;                ///< seed: choice i of prompt p uses seed + p * n + i
+  std::optional<uint32_t> max_tokens;            ///< none: up to the context (and the model's default)
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_ids;
+  bool ignore_eos = false;
+  bool skip_special = true;
+  ParserRequest parser;     ///< thinking mode and tools for the parsers
+  bool parse_tools = true;  ///< false: tool_choice none (no tool-call parsing)
+  std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
+  std::atomic<bool> cancelled{false};  ///< set by the HTTP side when the client went away
+
+  // ---- published by the engine (under mu)
+  std::mutex mu;
+  std::condition_variable cv;
+  bool prepared = false;
+  std::string prepare_error, prepare_param;  ///< a 400: what is wrong, and the field
+  std::deque<Piece> pieces;
+  uint32_t choices_total = 0, choices_done = 0;
+  Usage usage;
+
+  /** Waits until preparation is over; false (and prepare_error set) when it failed. */
+  bool wait_prepared();
+  /** Waits up to `timeout` for pieces; moves them out. Returns false when every choice is done and
+   *  nothing is left. */
+  bool next(std::vector<Piece>& out, std::chrono::milliseconds timeout);
+  void push(Piece p);
+};
+
+}  // namespace kiln::serve

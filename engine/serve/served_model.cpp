@@ -1,0 +1,138 @@
+#include "serve/served_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "model/gguf_tokenizer.hpp"
+#include "parse/pipeline.hpp"
+#include "plugin/registry.hpp"
+
+namespace kiln::serve {
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw_error("[serve] cannot read chat template {}", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/** tokenizer_config-like JSON for a GGUF's special tokens (what its template refers to). */
+std::string gguf_special_tokens(const model::GgufVocab& v) {
+  nlohmann::json cfg = nlohmann::json::object();
+  if (v.bos >= 0) cfg["bos_token"] = v.tokens[static_cast<size_t>(v.bos)];
+  if (v.eos >= 0) cfg["eos_token"] = v.tokens[static_cast<size_t>(v.eos)];
+  return cfg.dump();
+}
+
+}  // namespace
+
+model::HostOptions host_options(const ModelConfig& config, const BackendConfig& backend) {
+  model::HostOptions o;
+  o.device = backend.kind;
+  if (backend.kind == "vulkan" && !backend.device.empty()) o.device = "vulkan:" + backend.device;
+  o.allow_cpu_fallback = backend.allow_cpu_fallback;
+  o.cache = config.cache;
+  o.max_context = static_cast<uint32_t>(config.max_context);
+  o.max_seqs = static_cast<uint32_t>(config.max_seqs);
+  o.max_batch_tokens = static_cast<uint32_t>(config.max_batch_tokens);
+  return o;
+}
+
+ServedModel::ServedModel(const ModelConfig& config, const BackendConfig& backend, const PluginRegistry& registry)
+    : config_(config) {
+  model::Checkpoint ck = model::Checkpoint::open(config.path);
+  const std::string arch = config.arch == "auto" ? ck.model_type() : config.arch;
+  const Component* comp = registry.find_model_type(arch);
+  if (!comp)
+    throw_error("[serve] model '{}': no model plugin serves model type '{}' (see: kiln plugins)", config.name, arch);
+  const model::GenerationDefaults gen = ck.generation();
+  // Tokenizer and chat template, before the checkpoint moves into the host.
+  if (!ck.tokenizer_json().empty())
+    tokenizer_ = text::Tokenizer::from_dir(std::filesystem::path(ck.tokenizer_json()).parent_path().string());
+  else if (ck.vocab())
+    tokenizer_ = model::gguf_tokenizer(*ck.vocab());
+  if (ck.format() == model::CheckpointFormat::hf) {
+    const std::filesystem::path dir = std::filesystem::is_directory(ck.path())
+                                          ? std::filesystem::path(ck.path())
+                                          : std::filesystem::path(ck.path()).parent_path();
+    if (!config.chat_template.empty()) {
+      const std::string cfg_path = (dir / "tokenizer_config.json").string();
+      const std::string cfg = std::filesystem::exists(cfg_path) ? read_text(cfg_path) : "";
+      template_ = ChatTemplate::from_config(cfg, read_text(config.chat_template));
+    } else {
+      try {
+        template_ = ChatTemplate::from_model_dir(dir);
+      } catch (const HostError& e) {
+        log::warn("[serve] model '{}': {}; chat requests will be refused (set chat_template in the YAML)", config.name,
+                  e.what());
+      }
+    }
+  } else if (ck.vocab()) {
+    const std::string special = gguf_special_tokens(*ck.vocab());
+    if (!config.chat_template.empty())
+      template_ = ChatTemplate::from_config(special, read_text(config.chat_template));
+    else if (!ck.vocab()->chat_template.empty())
+      template_ = ChatTemplate::from_config(special, ck.vocab()->chat_template);
+    else
+      log::info(
+          "[serve] model '{}': the GGUF embeds no chat template; chat requests will be refused (set "
+          "chat_template in the YAML)",
+          config.name);
+  }
+  if (!config.reasoning_parser.empty())
+    reasoning_ = &parse::find_parser(registry, KILN_COMPONENT_REASONING_PARSER, config.reasoning_parser);
+  if (!config.tool_parser.empty())
+    tools_ = &parse::find_parser(registry, KILN_COMPONENT_TOOL_PARSER, config.tool_parser);
+  for (int64_t id : gen.stop_tokens) stop_ids_.push_back(static_cast<int32_t>(id));
+  if (tokenizer_ && tokenizer_->eos_id() &&
+      std::find(stop_ids_.begin(), stop_ids_.end(), *tokenizer_->eos_id()) == stop_ids_.end())
+    stop_ids_.push_back(*tokenizer_->eos_id());
+
+  // Defaults: the YAML's sampling section, then generation_config.json (which only applies when it
+  // asks to sample), then greedy.
+  const SamplingConfig& s = config.sampling;
+  const bool sample = gen.do_sample.value_or(false);
+  defaults_.temperature = s.temperature.value_or(sample ? gen.temperature.value_or(1.0) : 0.0);
+  defaults_.top_p = s.top_p.value_or(sample ? gen.top_p.value_or(1.0) : 1.0);
+  defaults_.top_k = s.top_k.value_or(sample ? gen.top_k.value_or(0) : 0);
+  defaults_.min_p = s.min_p.value_or(sample ? gen.min_p.value_or(0.0) : 0.0);
+  defaults_.repetition_penalty = s.repetition_penalty.value_or(gen.repetition_penalty.value_or(1.0));
+  defaults_.presence_penalty = s.presence_penalty.value_or(0.0);
+  defaults_.frequency_penalty = s.frequency_penalty.value_or(0.0);
+  if (s.seed) defaults_.seed = *s.seed;
+  if (s.max_tokens) default_max_tokens_ = static_cast<uint32_t>(*s.max_tokens);
+
+  host_ = std::make_unique<model::ModelHost>(std::move(ck), *comp, host_options(config, backend));
+  const cache::CacheLayout& layout = host_->cache().layout();
+  cache_tokens_ = host_->limits().max_context;
+  for (const cache::KvGroup& g : layout.groups)
+    if (g.kind == KILN_CACHE_FULL_KV)
+      cache_tokens_ = std::min<uint64_t>(cache_tokens_, uint64_t{g.n_blocks} * layout.block_tokens);
+  created_ =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  log::info("[serve] model '{}' ({}) on {}: context {}, {} sequences, cache holds {} tokens per sequence", config.name,
+            arch, host_->device().info().name, max_context(), host_->limits().max_seqs, cache_tokens_);
+}
+
+std::string ServedModel::description() const {
+  return fmt::format("{} ({}) from {}", config_.name, host_->checkpoint().model_type(), config_.path);
+}
+
+std::vector<int32_t> ServedModel::encode(std::string_view text, bool add_special) const {
+  if (!tokenizer_) throw_error("[serve] model '{}' has no tokenizer; send token ids", config_.name);
+  text::EncodeOptions eo;
+  eo.add_special = add_special;
+  return tokenizer_->encode(text, eo);
+}
+
+}  // namespace kiln::serve

@@ -1,0 +1,78 @@
+// One configured model, assembled once from its YAML entry and shared by `kiln serve` and
+// `kiln generate`: the model host on its device, the tokenizer, the chat template, generation
+// defaults (YAML over generation_config.json), the stop ids and the tool-call / reasoning parsers.
+// After construction it is immutable except for the host, which only the model's engine thread
+// drives; everything else may be read from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config.hpp"
+#include "model/model_host.hpp"
+#include "sched/sampler.hpp"
+#include "template/chat_render.hpp"
+#include "text/tokenizer.hpp"
+
+namespace kiln {
+class PluginRegistry;
+struct Component;
+}  // namespace kiln
+
+namespace kiln::serve {
+
+class ServedModel {
+ public:
+  /** Loads the checkpoint onto the backend's device; throws HostError / ConfigError saying what to fix. */
+  ServedModel(const ModelConfig& config, const BackendConfig& backend, const PluginRegistry& registry);
+
+  const std::string& name() const { return config_.name; }
+  const ModelConfig& config() const { return config_; }
+  model::ModelHost& host() { return *host_; }
+  const model::ModelHost& host() const { return *host_; }
+  /** Null when the checkpoint has neither tokenizer.json nor an embedded vocabulary (ids only). */
+  const text::Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+  /** Null when neither the model nor the YAML gives a chat template (chat requests get 400). */
+  const ChatTemplate* chat_template() const { return template_ ? &*template_ : nullptr; }
+  const Component* reasoning_parser() const { return reasoning_; }
+  const Component* tool_parser() const { return tools_; }
+
+  uint32_t n_vocab() const { return host_->limits().n_vocab; }
+  uint32_t max_context() const { return host_->limits().max_context; }
+  /** Tokens the KV cache can hold for one sequence alone (a request beyond it can never run). */
+  uint64_t cache_token_capacity() const { return cache_tokens_; }
+  /** eos ids of config.json and generation_config.json (or the GGUF's), all stop generation. */
+  const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
+  /** Request defaults: YAML sampling over generation_config.json; greedy when neither asks to sample. */
+  const sched::SamplingParams& default_sampling() const { return defaults_; }
+  uint32_t default_max_tokens() const { return default_max_tokens_; }
+  /** Seconds since the epoch when loaded (the `created` of /v1/models). */
+  int64_t created() const { return created_; }
+  /** Where the weights came from and what the model is, for /v1/models and logs. */
+  std::string description() const;
+
+  /** Encodes prompt text; add_special applies the tokenizer's post-processor (e.g. a leading BOS). */
+  std::vector<int32_t> encode(std::string_view text, bool add_special) const;
+
+ private:
+  ModelConfig config_;
+  std::unique_ptr<model::ModelHost> host_;
+  std::optional<text::Tokenizer> tokenizer_;
+  std::optional<ChatTemplate> template_;
+  const Component* reasoning_ = nullptr;
+  const Component* tools_ = nullptr;
+  std::vector<int32_t> stop_ids_;
+  sched::SamplingParams defaults_;
+  uint32_t default_max_tokens_ = 256;
+  uint64_t cache_tokens_ = 0;
+  int64_t created_ = 0;
+};
+
+/** The model host's options for a YAML model entry on a YAML backend (one set of defaults). */
+model::HostOptions host_options(const ModelConfig& config, const BackendConfig& backend);
+
+}  // namespace kiln::serve
