@@ -1,0 +1,116 @@
+// The official openai npm client (pinned in tools/oracle/package.json) against `kiln serve` on
+// 127.0.0.1 with the embedded default configuration. Usage: node openai_client_test.mjs KILN CONFIG
+// Exit 77 (skip) when the client is not installed.
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+
+const [kiln, config] = process.argv.slice(2);
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+let OpenAI;
+try {
+  OpenAI = createRequire(path.join(root, '.cache/oracle/package.json'))('openai');
+} catch {
+  console.log('SKIP: the openai npm package is not installed (scripts/setup.sh installs it)');
+  process.exit(77);
+}
+
+const server = spawn(kiln, ['serve', '--config', config, '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+const port = await new Promise((resolve, reject) => {
+  let log = '';
+  const timer = setTimeout(() => reject(new Error('kiln serve did not start within 60 s:\n' + log)), 60000);
+  server.stderr.on('data', (d) => {
+    log += d;
+    const m = /listening on http:\/\/[^:]+:(\d+)/.exec(log);
+    if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+  });
+  server.on('exit', (code) => reject(new Error(`kiln serve exited with ${code}:\n${log}`)));
+});
+
+const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+const model = 'stories260K';
+let failed = 0;
+async function check(name, fn) {
+  try { await fn(); console.log(`ok   ${name}`); } catch (e) { failed++; console.log(`FAIL ${name}: ${e.stack || e}`); }
+}
+
+await check('models.list', async () => {
+  const page = await client.models.list();
+  assert.equal(page.data[0].id, model);
+});
+
+const chatBody = { model, messages: [{ role: 'user', content: 'Tell me a story' }], max_tokens: 24, temperature: 0 };
+let chatText = '';
+await check('chat, not streamed', async () => {
+  const r = await client.chat.completions.create(chatBody);
+  chatText = r.choices[0].message.content;
+  assert.ok(chatText.length > 0);
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(r.usage.completion_tokens, 24);
+  assert.equal(r.usage.prompt_tokens_details.cached_tokens, 0);
+});
+
+await check('chat, streamed: the same text, usage last', async () => {
+  const stream = await client.chat.completions.create({ ...chatBody, stream: true, stream_options: { include_usage: true } });
+  let text = '', finish = null, usage = null, role = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      if (c.delta.role) role = c.delta.role;
+      text += c.delta.content ?? '';
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.equal(role, 'assistant');
+  assert.equal(text, chatText);
+  assert.equal(finish, 'length');
+  assert.equal(usage.completion_tokens, 24);
+});
+
+await check('completions: stop string across tokens', async () => {
+  const r = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 30, temperature: 0, stop: [' girl'] });
+  assert.equal(r.choices[0].text, ', there was a little');
+  assert.equal(r.choices[0].finish_reason, 'stop');
+});
+
+await check('completions, streamed with a seed: reproducible', async () => {
+  const body = { model, prompt: 'Once upon a time', max_tokens: 30, temperature: 1, seed: 42 };
+  const a = (await client.completions.create(body)).choices[0].text;
+  let b = '';
+  for await (const chunk of await client.completions.create({ ...body, stream: true })) b += chunk.choices[0]?.text ?? '';
+  assert.equal(a, b);
+});
+
+await check('logprobs', async () => {
+  const r = await client.chat.completions.create({ ...chatBody, max_tokens: 3, logprobs: true, top_logprobs: 2 });
+  const lp = r.choices[0].logprobs.content;
+  assert.equal(lp.length, 3);
+  for (const t of lp) {
+    assert.equal(t.top_logprobs.length, 2);
+    assert.ok(t.logprob <= 0);
+  }
+});
+
+async function expectError(name, body, status, param) {
+  await check(name, async () => {
+    await assert.rejects(client.chat.completions.create(body), (e) => {
+      assert.equal(e.status, status, String(e));
+      if (param) assert.equal(e.param ?? e.error?.param, param, JSON.stringify(e.error));
+      return true;
+    });
+  });
+}
+await expectError('unknown model is 404', { ...chatBody, model: 'nope' }, 404, 'model');
+await expectError('temperature out of range is 400', { ...chatBody, temperature: 5 }, 400, 'temperature');
+await expectError('top_logprobs over 20 is 400', { ...chatBody, logprobs: true, top_logprobs: 21 }, 400, 'top_logprobs');
+await expectError('wrong type is 400', { ...chatBody, max_tokens: 'many' }, 400, 'max_tokens');
+await expectError('tool_choice required is 400 until constrained decoding',
+  { ...chatBody, tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }], tool_choice: 'required' },
+  400, 'tool_choice');
+
+server.kill('SIGTERM');
+await new Promise((r) => server.on('exit', r));
+console.log(failed ? `${failed} failed` : 'all passed');
+process.exit(failed ? 1 : 0);

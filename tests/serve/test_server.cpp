@@ -1,0 +1,381 @@
+// kiln serve in-process on 127.0.0.1 with the embedded stories260K (real weights) on the CPU
+// device: the OpenAI API end to end, continuous batching giving each request exactly what it gets
+// alone, errors in OpenAI's shape, cancellation freeing blocks, overload answered with 429.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "llama_helpers.hpp"
+#include "serve/http_server.hpp"
+#include "serve/served_model.hpp"
+
+namespace kiln::serve {
+namespace {
+
+using nlohmann::json;
+
+const std::string kModel = std::string(KILN_TEST_SOURCE_DIR) + "/configs/models/stories260K.gguf";
+const std::string kTemplate = std::string(KILN_TEST_SOURCE_DIR) + "/configs/templates/plain.jinja";
+
+/** POSTs `body`, handing the response body to `receive` as it arrives (false: hang up). */
+bool post_streaming(httplib::Client& c, const std::string& path, const std::string& body,
+                    std::function<bool(const char*, size_t)> receive) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.headers = {{"Content-Type", "application/json"}};
+  req.body = body;
+  req.content_receiver = [receive](const char* d, size_t n, uint64_t, uint64_t) { return receive(d, n); };
+  httplib::Response res;
+  httplib::Error err;
+  return c.send(req, res, err);
+}
+
+ModelConfig model_config() {
+  ModelConfig m;
+  m.name = "stories";
+  m.path = kModel;
+  m.chat_template = kTemplate;
+  m.max_context = 512;
+  m.max_seqs = 32;
+  m.cache.memory_bytes = 16ull << 20;
+  m.max_batch_tokens = 256;
+  return m;
+}
+
+class Server {
+ public:
+  explicit Server(ServerConfig sc = {}, ModelConfig mc = model_config()) {
+    BackendConfig bc;
+    bc.kind = "cpu";
+    std::vector<std::unique_ptr<ServedModel>> models;
+    models.push_back(std::make_unique<ServedModel>(mc, bc, test::llama_registry()));
+    http_ = std::make_unique<HttpServer>(std::move(models), sc);
+    port_ = http_->bind("127.0.0.1", 0);
+    EXPECT_GT(port_, 0);
+    thread_ = std::thread([this] { http_->run(); });
+    // Bounded wait until it answers.
+    for (int i = 0; i < 200; ++i) {
+      if (auto r = client().Get("/health"); r && r->status == 200) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  ~Server() {
+    http_->stop();
+    thread_.join();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  json post(const std::string& path, const json& body, int* status = nullptr) const {
+    auto r = client().Post(path.c_str(), body.dump(), "application/json");
+    if (!r) return json();
+    if (status) *status = r->status;
+    return json::parse(r->body, nullptr, false);
+  }
+  /** Streams and returns the concatenated text (content for chat) and the raw data lines. */
+  std::string stream(const std::string& path, json body, std::vector<json>* events = nullptr,
+                     bool* done = nullptr) const {
+    body["stream"] = true;
+    std::string buf, text;
+    bool saw_done = false;
+    auto c = client();
+    post_streaming(c, path, body.dump(), [&](const char* d, size_t n) {
+      buf.append(d, n);
+      return true;
+    });
+    size_t pos = 0;
+    while ((pos = buf.find("\n\n")) != std::string::npos) {
+      std::string line = buf.substr(0, pos);
+      buf.erase(0, pos + 2);
+      if (line.rfind("data: ", 0) != 0) continue;
+      line = line.substr(6);
+      if (line == "[DONE]") {
+        saw_done = true;
+        continue;
+      }
+      json e = json::parse(line);
+      if (events) events->push_back(e);
+      for (const json& c : e.value("choices", json::array())) {
+        if (c.contains("text")) text += c["text"].get<std::string>();
+        if (c.contains("delta") && c["delta"].contains("content") && c["delta"]["content"].is_string())
+          text += c["delta"]["content"].get<std::string>();
+      }
+    }
+    if (done) *done = saw_done;
+    return text;
+  }
+  int port() const { return port_; }
+  double metric(const std::string& name) const {
+    auto r = client().Get("/metrics");
+    if (!r) return -1;
+    const std::string& b = r->body;
+    size_t at = b.find("\n" + name + "{");
+    if (at == std::string::npos) at = b.find("\n" + name + " ");
+    if (at == std::string::npos) return -1;
+    const size_t sp = b.find(' ', at + 1);
+    return std::stod(b.substr(sp + 1, b.find('\n', sp) - sp - 1));
+  }
+
+ private:
+  std::unique_ptr<HttpServer> http_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+TEST(Serve, ChatAndCompletionsAnswerWithUsage) {
+  Server s;
+  int st = 0;
+  json r = s.post(
+      "/v1/chat/completions",
+      {{"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}}, {"max_tokens", 12}, {"temperature", 0}},
+      &st);
+  ASSERT_EQ(st, 200) << r.dump();
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  EXPECT_FALSE(r["choices"][0]["message"]["content"].get<std::string>().empty());
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["completion_tokens"], 12);
+  EXPECT_GT(r["usage"]["prompt_tokens"].get<int>(), 3);
+  EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+
+  json c = s.post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}, &st);
+  ASSERT_EQ(st, 200) << c.dump();
+  const std::string text = c["choices"][0]["text"];
+  EXPECT_EQ(text.rfind(", there was", 0), 0u) << text;  // the trained model's own continuation
+  // Streaming gives the same text, ends with [DONE], and reports usage when asked.
+  std::vector<json> events;
+  bool done = false;
+  const std::string streamed = s.stream("/v1/completions",
+                                        {{"prompt", "Once upon a time"},
+                                         {"max_tokens", 8},
+                                         {"temperature", 0},
+                                         {"stream_options", {{"include_usage", true}}}},
+                                        &events, &done);
+  EXPECT_EQ(streamed, text);
+  EXPECT_TRUE(done);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["usage"]["completion_tokens"], 8);
+  EXPECT_TRUE(events.back()["choices"].empty());
+  // Token ids as the prompt.
+  json ids = s.post("/tokenize", {{"prompt", "Once upon a time"}}, &st);
+  ASSERT_EQ(st, 200);
+  json c2 = s.post("/v1/completions", {{"prompt", ids["tokens"]}, {"max_tokens", 8}, {"temperature", 0}}, &st);
+  EXPECT_EQ(c2["choices"][0]["text"], text);
+  json de = s.post("/detokenize", {{"tokens", ids["tokens"]}}, &st);
+  EXPECT_EQ(de["prompt"], "Once upon a time");
+}
+
+TEST(Serve, StopStringsAcrossTokensAndSeeds) {
+  Server s;
+  int st = 0;
+  // " girl" spans three tokens (" g", "ir", "l") in this model's output.
+  json r = s.post("/v1/completions",
+                  {{"prompt", "Once upon a time"}, {"max_tokens", 30}, {"temperature", 0}, {"stop", " girl"}}, &st);
+  ASSERT_EQ(st, 200);
+  EXPECT_EQ(r["choices"][0]["text"], ", there was a little");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  // Same seed at temperature 1: the same text, streamed or not; n = 2 gives two seeded samples.
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 1}, {"seed", 1234}};
+  const std::string a = s.post("/v1/completions", body)["choices"][0]["text"];
+  const std::string b = s.post("/v1/completions", body)["choices"][0]["text"];
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(s.stream("/v1/completions", body), a);
+  json two = body;
+  two["n"] = 2;
+  json r2 = s.post("/v1/completions", two);
+  ASSERT_EQ(r2["choices"].size(), 2u);
+  EXPECT_EQ(r2["choices"][0]["text"], a);
+  EXPECT_NE(r2["choices"][1]["text"], a);
+  // Logprobs: the sampled token's and the alternatives, best first.
+  json lp = s.post("/v1/chat/completions",
+                   {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                    {"max_tokens", 4},
+                    {"temperature", 0},
+                    {"logprobs", true},
+                    {"top_logprobs", 3}},
+                   &st);
+  ASSERT_EQ(st, 200) << lp.dump();
+  const json& content = lp["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 4u);
+  for (const json& t : content) {
+    ASSERT_EQ(t["top_logprobs"].size(), 3u);
+    EXPECT_EQ(t["top_logprobs"][0]["token"], t["token"]);  // greedy: the best one
+    EXPECT_LE(t["logprob"].get<double>(), 0.0);
+  }
+}
+
+TEST(Serve, ConcurrentStreamsGetWhatTheyGetAlone) {
+  Server s;
+  const int N = 16;
+  const auto body = [](int i, bool sampled) {
+    json b = {{"prompt", "Once upon a time " + std::string(static_cast<size_t>(i % 5), '!') + std::to_string(i)},
+              {"max_tokens", 24 + i % 7}};
+    if (sampled) {
+      b["temperature"] = 1.0;
+      b["seed"] = 100 + i;
+    } else {
+      b["temperature"] = 0;
+    }
+    return b;
+  };
+  for (bool sampled : {false, true}) {
+    std::vector<std::string> alone(N);
+    for (int i = 0; i < N; ++i) alone[i] = s.stream("/v1/completions", body(i, sampled));
+    std::vector<std::future<std::string>> together;
+    for (int i = 0; i < N; ++i)
+      together.push_back(
+          std::async(std::launch::async, [&, i] { return s.stream("/v1/completions", body(i, sampled)); }));
+    for (int i = 0; i < N; ++i) {
+      const std::string got = together[i].get();
+      EXPECT_FALSE(got.empty()) << i;
+      EXPECT_EQ(got, alone[i]) << "request " << i << (sampled ? " (seeded)" : " (greedy)");
+    }
+  }
+  EXPECT_EQ(s.client().Get("/health")->status, 200);
+}
+
+TEST(Serve, PreemptionUnderATinyCacheKeepsOutputsExact) {
+  // Room for about three sequences of 100 tokens: eight at once must preempt and recompute.
+  ModelConfig mc = model_config();
+  mc.cache.block_tokens = 16;
+  mc.cache.memory_bytes = 40 * 16 * 1280;  // 40 blocks: 1280 bytes of f32 K and V per token
+  Server s({}, mc);
+  const int N = 8;
+  const auto body = [](int i) {
+    return json{{"prompt", "Once upon a time " + std::to_string(i)}, {"max_tokens", 96}, {"temperature", 0}};
+  };
+  std::vector<std::string> alone(N);
+  for (int i = 0; i < N; ++i) alone[i] = s.post("/v1/completions", body(i))["choices"][0]["text"];
+  std::vector<std::future<json>> together;
+  for (int i = 0; i < N; ++i)
+    together.push_back(std::async(std::launch::async, [&, i] { return s.post("/v1/completions", body(i)); }));
+  for (int i = 0; i < N; ++i) EXPECT_EQ(together[i].get()["choices"][0]["text"], alone[i]) << i;
+  EXPECT_GT(s.metric("kiln_preemptions_total"), 0);
+  EXPECT_EQ(s.metric("kiln_kv_blocks_used"), 0);
+}
+
+TEST(Serve, ErrorsNameTheField) {
+  ServerConfig sc;
+  sc.max_request_bytes = 4096;
+  Server s(sc);
+  const auto expect = [&](const std::string& path, const std::string& body, int status, const std::string& param) {
+    auto r = s.client().Post(path.c_str(), body, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, status) << body << " -> " << r->body;
+    json e = json::parse(r->body, nullptr, false);
+    ASSERT_TRUE(e.contains("error")) << r->body;
+    EXPECT_TRUE(e["error"]["message"].is_string());
+    EXPECT_TRUE(e["error"].contains("type") && e["error"].contains("code"));
+    if (!param.empty()) {
+      EXPECT_EQ(e["error"]["param"], param) << r->body;
+    }
+  };
+  const std::string chat = "/v1/chat/completions", cmpl = "/v1/completions";
+  expect(chat, "{not json", 400, "");
+  expect(chat, "[1]", 400, "");
+  expect(chat, R"({"messages": "hi"})", 400, "messages");
+  expect(chat, R"({"messages": [{"role": "robot", "content": "x"}]})", 400, "messages[0].role");
+  expect(chat, R"({"model": "nope", "messages": [{"role": "user", "content": "x"}]})", 404, "model");
+  expect(chat, R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})", 400, "temperature");
+  expect(chat, R"({"messages": [{"role": "user", "content": "x"}], "temperature": 3})", 400, "temperature");
+  expect(chat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})", 400,
+         "top_logprobs");
+  expect(chat, R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", 400, "max_tokens");
+  expect(chat, R"({"messages": [{"role": "user", "content": "x"}], "n": 100})", 400, "n");
+  expect(chat, R"({"messages": [{"role": "user", "content": "x"}], "stop": 5})", 400, "stop");
+  expect(chat, R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"99999": 1}})", 400, "logit_bias");
+  expect(chat, R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required", "tools": []})", 400,
+         "tool_choice");
+  expect(chat, R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 100000})", 400, "max_tokens");
+  expect(cmpl, R"({"prompt": {"a": 1}})", 400, "prompt");
+  expect(cmpl, R"({"prompt": [1, 2, 999999]})", 400, "prompt");
+  expect(cmpl, R"({"prompt": "x", "logprobs": 21})", 400, "logprobs");
+  // A prompt over the context (512 here).
+  std::vector<int> longp(600, 5);
+  expect(cmpl, json{{"prompt", longp}}.dump().substr(0, 4000), 400, "prompt");
+  expect(cmpl, std::string(5000, ' ') + "{}", 413, "");
+  auto nf = s.client().Get("/v2/nothing");
+  EXPECT_EQ(nf->status, 404);
+  // Nothing broke: a good request still works.
+  int st = 0;
+  s.post(cmpl, {{"prompt", "Once"}, {"max_tokens", 2}}, &st);
+  EXPECT_EQ(st, 200);
+}
+
+TEST(Serve, ApiKeysAreRequiredWhenConfigured) {
+  ServerConfig sc;
+  sc.api_keys = {"sekret"};
+  Server s(sc);
+  auto c = s.client();
+  auto r = c.Post("/v1/completions", R"({"prompt": "x", "max_tokens": 1})", "application/json");
+  EXPECT_EQ(r->status, 401);
+  EXPECT_NE(r->body.find("authentication_error"), std::string::npos);
+  c.set_bearer_token_auth("wrong");
+  EXPECT_EQ(c.Post("/v1/completions", R"({"prompt": "x", "max_tokens": 1})", "application/json")->status, 401);
+  c.set_bearer_token_auth("sekret");
+  EXPECT_EQ(c.Post("/v1/completions", R"({"prompt": "x", "max_tokens": 1})", "application/json")->status, 200);
+  EXPECT_EQ(s.client().Get("/health")->status, 200);  // health needs no key
+}
+
+TEST(Serve, DisconnectCancelsAndFreesBlocks) {
+  Server s;
+  for (bool streamed : {true, false}) {
+    std::atomic<int> chunks{0};
+    std::thread t([&] {
+      auto c = s.client();
+      c.set_read_timeout(0, 30000);  // the non-streaming client gives up (closes) after 30 ms
+      json body = {{"prompt", "Once upon a time"},
+                   {"max_tokens", 500},
+                   {"temperature", 1},
+                   {"ignore_eos", true},
+                   {"stream", streamed}};
+      post_streaming(c, "/v1/completions", body.dump(), [&](const char*, size_t) {
+        return ++chunks < 5;  // streaming: hang up after a few chunks
+      });
+    });
+    t.join();
+    // The sequence leaves at a following step: running and used blocks drop to 0 (bounded wait).
+    bool freed = false;
+    for (int i = 0; i < 300 && !freed; ++i) {
+      freed = s.metric("kiln_running_sequences") == 0 && s.metric("kiln_kv_blocks_used") == 0 &&
+              s.metric("kiln_requests_in_flight") == 0;
+      if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(freed) << (streamed ? "streaming" : "non-streaming");
+    EXPECT_LT(s.metric("kiln_generated_tokens_total"), 500 * 2);
+  }
+  EXPECT_GE(s.metric("kiln_requests_cancelled_total"), 2);
+}
+
+TEST(Serve, OverloadGets429WithRetryAfter) {
+  ServerConfig sc;
+  sc.max_concurrent_requests = 1;
+  Server s(sc);
+  std::atomic<bool> started{false};
+  std::thread slow([&] {
+    auto c = s.client();
+    json body = {{"prompt", "Once"}, {"max_tokens", 300}, {"ignore_eos", true}, {"stream", true}};
+    post_streaming(c, "/v1/completions", body.dump(), [&](const char*, size_t) {
+      started = true;
+      return true;
+    });
+  });
+  for (int i = 0; i < 500 && !started; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto r = s.client().Post("/v1/completions", R"({"prompt": "x", "max_tokens": 1})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  slow.join();
+  EXPECT_EQ(s.client().Post("/v1/completions", R"({"prompt": "x", "max_tokens": 1})", "application/json")->status, 200);
+}
+
+}  // namespace
+}  // namespace kiln::serve
