@@ -25,7 +25,7 @@ if [ "${KILN_SKIP_TSAN:-0}" != 1 ]; then
   # model host's steps in flight), on the CPU device alone: no Vulkan driver is loaded (Mesa's
   # lavapipe threads are not instrumented) and the kernels' TBB loops run on the worker thread
   # (Debian's libtbb is not instrumented either, and its inlined partitioner code races by design).
-  tsan_tests=(backend_executable_test test_model_host)
+  tsan_tests=(backend_executable_test test_model_host test_serve)
   CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON \
     -DKILN_STATIC_PLUGINS=ON -DKILN_BUILD_BENCH=OFF >/dev/null
   cmake --build build-tsan -j "$(nproc)" --target "${tsan_tests[@]}"
