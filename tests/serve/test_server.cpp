@@ -1,134 +1,12 @@
 // kiln serve in-process on 127.0.0.1 with the embedded stories260K (real weights) on the CPU
 // device: the OpenAI API end to end, continuous batching giving each request exactly what it gets
 // alone, errors in OpenAI's shape, cancellation freeing blocks, overload answered with 429.
-#include <gtest/gtest.h>
-#include <httplib.h>
-
-#include <chrono>
-#include <functional>
 #include <future>
-#include <nlohmann/json.hpp>
-#include <thread>
 
-#include "llama_helpers.hpp"
-#include "serve/http_server.hpp"
-#include "serve/served_model.hpp"
+#include "server_harness.hpp"
 
-namespace kiln::serve {
+namespace kiln::serve::test {
 namespace {
-
-using nlohmann::json;
-
-const std::string kModel = std::string(KILN_TEST_SOURCE_DIR) + "/configs/models/stories260K.gguf";
-const std::string kTemplate = std::string(KILN_TEST_SOURCE_DIR) + "/configs/templates/plain.jinja";
-
-/** POSTs `body`, handing the response body to `receive` as it arrives (false: hang up). */
-bool post_streaming(httplib::Client& c, const std::string& path, const std::string& body,
-                    std::function<bool(const char*, size_t)> receive) {
-  httplib::Request req;
-  req.method = "POST";
-  req.path = path;
-  req.headers = {{"Content-Type", "application/json"}};
-  req.body = body;
-  req.content_receiver = [receive](const char* d, size_t n, uint64_t, uint64_t) { return receive(d, n); };
-  httplib::Response res;
-  httplib::Error err;
-  return c.send(req, res, err);
-}
-
-ModelConfig model_config() {
-  ModelConfig m;
-  m.name = "stories";
-  m.path = kModel;
-  m.chat_template = kTemplate;
-  m.max_context = 512;
-  m.max_seqs = 32;
-  m.cache.memory_bytes = 16ull << 20;
-  m.max_batch_tokens = 256;
-  return m;
-}
-
-class Server {
- public:
-  explicit Server(ServerConfig sc = {}, ModelConfig mc = model_config()) {
-    BackendConfig bc;
-    bc.kind = "cpu";
-    std::vector<std::unique_ptr<ServedModel>> models;
-    models.push_back(std::make_unique<ServedModel>(mc, bc, test::llama_registry()));
-    http_ = std::make_unique<HttpServer>(std::move(models), sc);
-    port_ = http_->bind("127.0.0.1", 0);
-    EXPECT_GT(port_, 0);
-    thread_ = std::thread([this] { http_->run(); });
-    // Bounded wait until it answers.
-    for (int i = 0; i < 200; ++i) {
-      if (auto r = client().Get("/health"); r && r->status == 200) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  ~Server() {
-    http_->stop();
-    thread_.join();
-  }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60, 0);
-    return c;
-  }
-  json post(const std::string& path, const json& body, int* status = nullptr) const {
-    auto r = client().Post(path.c_str(), body.dump(), "application/json");
-    if (!r) return json();
-    if (status) *status = r->status;
-    return json::parse(r->body, nullptr, false);
-  }
-  /** Streams and returns the concatenated text (content for chat) and the raw data lines. */
-  std::string stream(const std::string& path, json body, std::vector<json>* events = nullptr,
-                     bool* done = nullptr) const {
-    body["stream"] = true;
-    std::string buf, text;
-    bool saw_done = false;
-    auto c = client();
-    post_streaming(c, path, body.dump(), [&](const char* d, size_t n) {
-      buf.append(d, n);
-      return true;
-    });
-    size_t pos = 0;
-    while ((pos = buf.find("\n\n")) != std::string::npos) {
-      std::string line = buf.substr(0, pos);
-      buf.erase(0, pos + 2);
-      if (line.rfind("data: ", 0) != 0) continue;
-      line = line.substr(6);
-      if (line == "[DONE]") {
-        saw_done = true;
-        continue;
-      }
-      json e = json::parse(line);
-      if (events) events->push_back(e);
-      for (const json& c : e.value("choices", json::array())) {
-        if (c.contains("text")) text += c["text"].get<std::string>();
-        if (c.contains("delta") && c["delta"].contains("content") && c["delta"]["content"].is_string())
-          text += c["delta"]["content"].get<std::string>();
-      }
-    }
-    if (done) *done = saw_done;
-    return text;
-  }
-  int port() const { return port_; }
-  double metric(const std::string& name) const {
-    auto r = client().Get("/metrics");
-    if (!r) return -1;
-    const std::string& b = r->body;
-    size_t at = b.find("\n" + name + "{");
-    if (at == std::string::npos) at = b.find("\n" + name + " ");
-    if (at == std::string::npos) return -1;
-    const size_t sp = b.find(' ', at + 1);
-    return std::stod(b.substr(sp + 1, b.find('\n', sp) - sp - 1));
-  }
-
- private:
-  std::unique_ptr<HttpServer> http_;
-  std::thread thread_;
-  int port_ = 0;
-};
 
 TEST(Serve, ChatAndCompletionsAnswerWithUsage) {
   Server s;
@@ -378,4 +256,4 @@ TEST(Serve, OverloadGets429WithRetryAfter) {
 }
 
 }  // namespace
-}  // namespace kiln::serve
+}  // namespace kiln::serve::test
