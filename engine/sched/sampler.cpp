@@ -36,7 +36,7 @@ Sampled Sampler::sample(const float* logits) {
   std::copy(logits, logits + n_, x.begin());
   process(x);
   const bool want_lp = p_.top_logprobs >= 0;
-  const bool greedy = p_.temperature <= 0 || n_ == 1;
+  const bool greedy = p_.temperature < 1e-5 || n_ == 1;  // a tinier temperature is greedy (and 1/T overflows)
   // Sorted best first (ties: lower id first), as far as needed.
   std::iota(order_.begin(), order_.end(), 0);
   const auto better = [&](int32_t a, int32_t b) {

@@ -12,7 +12,7 @@
 namespace kiln::sched {
 
 struct SamplingParams {
-  double temperature = 0;  ///< 0: greedy (ties to the lower id)
+  double temperature = 0;  ///< below 1e-5: greedy (ties to the lower id)
   double top_p = 1.0;
   int top_k = 0;                  ///< 0: all
   double min_p = 0;               ///< drop tokens below min_p * p(most likely)

@@ -51,12 +51,16 @@ bool Scheduler::try_add(Plan& p, Sequence* s, uint32_t budget) {
     cache::SeqStep st;
     st.seq = s->host_seq;
     st.tokens.assign(s->tokens.begin() + s->computed, s->tokens.begin() + s->computed + chunk);
-    st.logits = s->computed + chunk == s->tokens.size();
+    const bool reaches_end = s->computed + chunk == s->tokens.size();
+    // Checked with a logits row: a step of part-way chunks alone has none, which the host refuses;
+    // plan() gives the step one (not sampled) when no chunk reaches its end.
+    st.logits = true;
     p.steps.push_back(std::move(st));
     const model::StepStatus status = host_.check(p.steps);
     if (status.ok()) {
+      p.steps.back().logits = reaches_end;
       p.seqs.push_back(s);
-      p.sample.push_back(p.steps.back().logits);
+      p.sample.push_back(reaches_end);
       p.prefill_tokens += chunk;
       return true;
     }

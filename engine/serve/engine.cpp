@@ -30,14 +30,6 @@ double since(Clock::time_point t) {
 }
 }  // namespace
 
-/** A request after preparation: its prompts as ids, on the way to the engine thread. */
-struct Engine::Prep {
-  std::shared_ptr<GenRequest> r;
-  std::vector<std::vector<int32_t>> prompts;
-  std::string prompt_tail;
-  uint32_t max_tokens = 0;
-};
-
 /** One sequence of one request, owned by the engine thread. */
 struct Engine::Choice {
   std::shared_ptr<GenRequest> r;
@@ -47,11 +39,7 @@ struct Engine::Choice {
   std::optional<text::StreamDecoder> decoder;
   std::optional<parse::ParserPipeline> parsers;  ///< chat only
   std::optional<parse::EventMapper> mapper;      ///< chat only
-  struct Pending {
-    sched::Sampled s;
-    bool stop_token = false;  ///< an eos / stop id: its logprob goes out, its text does not
-  };
-  std::vector<Pending> pending;  ///< sampled, not yet emitted
+  std::vector<sched::Sampled> pending;           ///< sampled, not yet emitted (stop ids are not)
   uint32_t max_tokens = 0, generated = 0;
   const char* finish = nullptr;  ///< decided (stop id, length, failure): no more steps
   std::string error;
@@ -60,12 +48,21 @@ struct Engine::Choice {
   Clock::time_point first_token{};
 };
 
+/** A request after preparation: its prompts as ids, on the way to the engine thread. */
+struct Engine::Prep {
+  std::shared_ptr<GenRequest> r;
+  std::vector<std::vector<int32_t>> prompts;
+  std::string prompt_tail;
+  uint32_t max_tokens = 0;
+  std::vector<std::unique_ptr<Choice>> choices;  ///< built here, so that a failure is the request's 400
+};
+
 struct Engine::Graph {
 #ifndef KILN_UNDER_TSAN
   tbb::flow::graph g;
   tbb::flow::function_node<std::shared_ptr<GenRequest>> prepare;
   explicit Graph(Engine* e)
-      : prepare(g, tbb::flow::unlimited, [e](const std::shared_ptr<GenRequest>& r) { e->prepare(r); }) {}
+      : prepare(g, tbb::flow::unlimited, [e](const std::shared_ptr<GenRequest>& r) { e->prepare_guarded(r); }) {}
   ~Graph() {
     g.wait_for_all();
   }
@@ -102,13 +99,26 @@ Engine::~Engine() {
 
 void Engine::submit(std::shared_ptr<GenRequest> r) {
 #ifdef KILN_UNDER_TSAN
-  prepare(r);
+  prepare_guarded(r);
 #else
   graph_->prepare.try_put(std::move(r));
 #endif
 }
 
 // ---- preparation (TBB flow graph node, many at once)
+
+void Engine::prepare_guarded(const std::shared_ptr<GenRequest>& r) {
+  try {
+    prepare(r);
+  } catch (const std::exception& e) {  // an unexpected failure still answers the request
+    std::lock_guard guard(r->mu);
+    if (!r->prepared) {
+      r->prepare_error = fmt::format("the request could not be prepared: {}", e.what());
+      r->prepared = true;
+      r->cv.notify_all();
+    }
+  }
+}
 
 void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
   std::lock_guard guard(r->mu);  // also orders this thread after the submitter (TSan sees it)
@@ -170,6 +180,12 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
     p->max_tokens = static_cast<uint32_t>(room);
     if (model_.default_max_tokens()) p->max_tokens = std::min(p->max_tokens, model_.default_max_tokens());
   }
+  try {
+    for (size_t pi = 0; pi < p->prompts.size(); ++pi)
+      for (uint32_t j = 0; j < r->n; ++j) p->choices.push_back(make_choice(r, *p, pi, j));
+  } catch (const std::exception& e) {
+    return fail(fmt::format("cannot decode or parse this model's output: {}", e.what()), "model");
+  }
   r->choices_total = static_cast<uint32_t>(p->prompts.size()) * r->n;
   for (const auto& ids : p->prompts) r->usage.prompt_tokens += ids.size();
   r->prepared = true;
@@ -181,6 +197,33 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
   cv_.notify_all();
 }
 
+std::unique_ptr<Engine::Choice> Engine::make_choice(const std::shared_ptr<GenRequest>& r, const Prep& p, size_t prompt,
+                                                    uint32_t j) const {
+  auto c = std::make_unique<Choice>();
+  c->r = r;
+  c->index = static_cast<uint32_t>(prompt) * r->n + j;
+  c->seq.tokens = p.prompts[prompt];
+  c->seq.prompt_len = static_cast<uint32_t>(c->seq.tokens.size());
+  c->max_tokens = p.max_tokens;
+  sched::SamplingParams sp = r->sampling;
+  sp.seed += c->index;  // one stream per choice: n > 1 gives different samples, reproducibly
+  c->sampler.emplace(sp, model_.n_vocab(), c->seq.tokens);
+  if (const text::Tokenizer* tok = model_.tokenizer()) {
+    text::StreamOptions so;
+    so.stop = r->stop;
+    so.skip_special = r->skip_special;
+    so.at_sequence_start = false;
+    c->decoder.emplace(*tok, so);
+  }
+  if (r->chat) {
+    ParserRequest pr = r->parser;
+    pr.prompt_tail = p.prompt_tail;
+    c->parsers.emplace(model_.reasoning_parser(), r->parse_tools ? model_.tool_parser() : nullptr, pr);
+    c->mapper.emplace();
+  }
+  return c;
+}
+
 // ---- the engine thread
 
 void Engine::admit() {
@@ -190,42 +233,16 @@ void Engine::admit() {
     if (st_->live.empty()) cv_.wait(lock, [&] { return stop_ || !inbox_.empty(); });
     in.swap(inbox_);
   }
-  for (auto& p : in) {
-    const std::shared_ptr<GenRequest>& r = p->r;
-    for (size_t pi = 0; pi < p->prompts.size(); ++pi) {
-      for (uint32_t j = 0; j < r->n; ++j) {
-        auto c = std::make_unique<Choice>();
-        c->r = r;
-        c->index = static_cast<uint32_t>(pi) * r->n + j;
-        c->seq.tokens = p->prompts[pi];
-        c->seq.prompt_len = static_cast<uint32_t>(c->seq.tokens.size());
-        c->max_tokens = p->max_tokens;
-        sched::SamplingParams sp = r->sampling;
-        sp.seed += c->index;  // one stream per choice: n > 1 gives different samples, reproducibly
-        c->sampler.emplace(sp, model_.n_vocab(), c->seq.tokens);
-        if (const text::Tokenizer* tok = model_.tokenizer()) {
-          text::StreamOptions so;
-          so.stop = r->stop;
-          so.skip_special = r->skip_special;
-          so.at_sequence_start = false;
-          c->decoder.emplace(*tok, so);
-        }
-        if (r->chat) {
-          ParserRequest pr = r->parser;
-          pr.prompt_tail = p->prompt_tail;
-          c->parsers.emplace(model_.reasoning_parser(), r->parse_tools ? model_.tool_parser() : nullptr, pr);
-          c->mapper.emplace();
-        }
-        st_->sched.enqueue(&c->seq);
-        st_->live.push_back(std::move(c));
-      }
+  for (auto& p : in)
+    for (auto& c : p->choices) {
+      st_->sched.enqueue(&c->seq);
+      st_->live.push_back(std::move(c));
     }
-  }
 }
 
-void Engine::retire() {
+void Engine::retire(bool cancellations) {
   for (auto& c : st_->live) {
-    if (!c->done && !c->finish && c->r->cancelled.load(std::memory_order_relaxed)) {
+    if (cancellations && !c->done && !c->finish && c->r->cancelled.load(std::memory_order_relaxed)) {
       c->done = true;  // nobody reads its output any more
       if (c->index == 0) metrics_.cancelled(model_.name());
     }
@@ -258,12 +275,11 @@ void Engine::sample(const PlanRows& pr) {
     const bool stop_id = (!c.r->ignore_eos && std::find(stops.begin(), stops.end(), s.token) != stops.end()) ||
                          std::find(c.r->stop_ids.begin(), c.r->stop_ids.end(), s.token) != c.r->stop_ids.end();
     if (stop_id) {
-      c.finish = "stop";
-      if (c.r->sampling.top_logprobs >= 0) c.pending.push_back({s, true});
+      c.finish = "stop";  // neither its text nor its logprob goes out (as OpenAI)
       return;
     }
     c.seq.tokens.push_back(s.token);
-    c.pending.push_back({s, false});
+    c.pending.push_back(s);
     if (c.generated >= c.max_tokens) c.finish = "length";
   });
 }
@@ -274,18 +290,31 @@ void Engine::emit() {
     if (!c->done && (!c->pending.empty() || c->finish)) work.push_back(c.get());
   sched::parallel_each(work.size(), [&](size_t i) {
     Choice& c = *work[i];
+    try {
+      emit_one(c);
+    } catch (const std::exception& e) {  // this choice fails, nothing else
+      Piece p;
+      p.choice = c.index;
+      p.error = fmt::format("emitting the output failed: {}", e.what());
+      c.finish = "error";
+      c.done = true;
+      c.r->push(std::move(p));
+    }
+  });
+}
+
+void Engine::emit_one(Choice& c) {
+  {
     Piece piece;
     piece.choice = c.index;
     std::string text;
     const bool lp = c.r->sampling.top_logprobs >= 0;
-    for (const Choice::Pending& p : c.pending) {
-      if (!p.stop_token) {
-        if (c.decoder)
-          text += c.decoder->push(p.s.token);
-        else
-          text += fmt::format("{} ", p.s.token);  // a model without a tokenizer answers in ids
-      }
-      if (lp) piece.logprobs.push_back(p.s);
+    for (const sched::Sampled& p : c.pending) {
+      if (c.decoder)
+        text += c.decoder->push(p.token);
+      else
+        text += fmt::format("{} ", p.token);  // a model without a tokenizer answers in ids
+      if (lp) piece.logprobs.push_back(p);
       if (c.decoder && c.decoder->stopped()) {
         c.finish = "stop";
         break;
@@ -321,7 +350,10 @@ void Engine::emit() {
       if (std::strcmp(c.finish, "error") == 0) {
         piece.error = c.error.empty() ? "generation failed" : c.error;
       } else {
-        piece.finish = c.mapper && !c.mapper->message().tool_calls.empty() ? "tool_calls" : c.finish;
+        // tool_calls only for a call that ended normally; one cut by max_tokens is "length".
+        piece.finish = c.mapper && !c.mapper->message().tool_calls.empty() && std::strcmp(c.finish, "stop") == 0
+                           ? "tool_calls"
+                           : c.finish;
       }
       const double tpot = c.generated > 1 ? since(c.first_token) / (c.generated - 1) : 0;
       if (c.generated > 1) metrics_.per_output_token(model_.name(), tpot);
@@ -333,7 +365,7 @@ void Engine::emit() {
       c.done = true;
     }
     if (last || !piece.text.empty() || !piece.deltas.empty() || !piece.logprobs.empty()) c.r->push(std::move(piece));
-  });
+  }
 }
 
 void Engine::publish_gauges(double step_s, double host_s) {
@@ -360,40 +392,69 @@ void Engine::publish_gauges(double step_s, double host_s) {
 }
 
 void Engine::loop() {
-  model::ModelHost& host = model_.host();
   for (;;) {
     {
       std::lock_guard lock(mu_);
       if (stop_) break;
     }
+    try {
+      iterate();
+    } catch (const std::exception& e) {
+      // A bug, not a bad request (those fail alone). Every request here ends with an error rather
+      // than the process; the engine starts over with an empty batch.
+      log::error("[serve] model '{}': the engine failed: {}; ending its {} running request(s)", model_.name(), e.what(),
+                 st_->live.size());
+      for (auto& c : st_->live) {
+        if (!c->done) {
+          Piece p;
+          p.choice = c->index;
+          p.error = std::string("the engine failed: ") + e.what();
+          c->r->push(std::move(p));
+        }
+        try {
+          if (!c->removed) st_->sched.remove(&c->seq);
+        } catch (const std::exception&) {
+        }
+      }
+      st_->live.clear();
+    }
+  }
+  shutdown();
+}
+
+void Engine::iterate() {
+  model::ModelHost& host = model_.host();
+  {
     admit();
-    retire();
+    retire(true);
     const Clock::time_point t0 = Clock::now();
     sched::Plan plan = st_->sched.plan();
-    retire();  // sequences the plan gave up on
+    retire(false);  // sequences the plan gave up on (none of them is in the plan)
     if (plan.empty()) {
       emit();
-      retire();
+      retire(true);
       publish_gauges(0, 0);
-      if (!st_->live.empty() && st_->sched.idle()) continue;
+      if (!st_->live.empty() && st_->sched.idle()) return;
       if (!st_->live.empty()) {
         // Nothing fits right now and nothing is in flight: should not happen (the scheduler
         // preempts); wait a little rather than spin.
         std::unique_lock lock(mu_);
         cv_.wait_for(lock, std::chrono::milliseconds(5));
       }
-      continue;
+      return;
     }
     double host_s = since(t0);
     model::StepTicket ticket;
     model::StepResult res;
-    bool ok = true;
+    bool ok = true, ran = true;
     std::string failure;
+    std::optional<uint64_t> refused;  // the sequence a refused step names
     try {
       const model::StepStatus s = host.submit(plan.steps, &ticket);
       if (!s.ok()) {
-        ok = false;
+        ok = ran = false;
         failure = s.message;
+        refused = s.seq;
       }
     } catch (const std::exception& e) {
       ok = false;
@@ -411,7 +472,16 @@ void Engine::loop() {
       }
     }
     const Clock::time_point ts = Clock::now();
-    if (!ok) {
+    if (!ok && !ran) {
+      // Refused before anything ran (nothing changed): the sequence it names fails, the others
+      // are planned again. The scheduler checked the step, so this is a bug to log.
+      log::error("[serve] model '{}': the host refused a planned step: {}", model_.name(), failure);
+      for (sched::Sequence* s : plan.seqs)
+        if (!refused || s->host_seq == *refused) {
+          s->failed = true;
+          s->failure = "the model host refused this request's step: " + failure;
+        }
+    } else if (!ok) {
       log::error("[serve] model '{}': a step failed: {}", model_.name(), failure);
       st_->sched.abort(plan);
       for (sched::Sequence* s : plan.seqs) {
@@ -437,7 +507,10 @@ void Engine::loop() {
     host_s += since(ts);
     publish_gauges(since(t0), host_s);
   }
-  // Shutting down: whoever still waits gets an error rather than silence.
+}
+
+void Engine::shutdown() {
+  // Whoever still waits gets an error rather than silence.
   for (auto& c : st_->live)
     if (!c->done) {
       Piece p;
@@ -445,8 +518,12 @@ void Engine::loop() {
       p.error = "the server is shutting down";
       c->r->push(std::move(p));
     }
-  std::lock_guard lock(mu_);
-  for (auto& p : inbox_) {
+  std::vector<std::unique_ptr<Prep>> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(inbox_);
+  }
+  for (auto& p : left) {  // pushed outside mu_: prepare() takes a request's mu before mu_
     Piece piece;
     piece.error = "the server is shutting down";
     for (uint32_t i = 0; i < p->r->choices_total; ++i) {

@@ -41,13 +41,22 @@ class Engine {
  private:
   struct Choice;
   struct Prep;
+  void prepare_guarded(const std::shared_ptr<GenRequest>& r);
   void prepare(const std::shared_ptr<GenRequest>& r);
+  std::unique_ptr<Choice> make_choice(const std::shared_ptr<GenRequest>& r, const Prep& p, size_t prompt,
+                                      uint32_t j) const;
   void loop();
+  void iterate();  ///< one step: admit, plan, submit, emit, finish, sample
+  void shutdown();
   void admit();
   struct PlanRows;
   void sample(const PlanRows& rows);
   void emit();
-  void retire();
+  void emit_one(Choice& c);
+  /** Takes finished, failed and (with `cancellations`) cancelled sequences out of the scheduler and
+   *  frees the choices whose last piece is out. Never between plan() and the step's end with
+   *  `cancellations`: the plan points at its sequences. */
+  void retire(bool cancellations);
   void publish_gauges(double step_s, double host_s);
 
   ServedModel& model_;

@@ -99,6 +99,31 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(error_json(e), "application/json");
 }
 
+/** A JSON object body, or false with the 400 sent. */
+bool object_body(const httplib::Request& req, httplib::Response& res, json* body) {
+  if (json_depth(req.body) > kMaxJsonDepth) {
+    send_error(res, {400, fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth), "",
+                     "invalid_request_error", ""});
+    return false;
+  }
+  try {
+    *body = json::parse(req.body);
+  } catch (const std::exception& e) {
+    send_error(res,
+               {400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_request_error", ""});
+    return false;
+  }
+  if (!body->is_object()) {
+    send_error(res, {400, "the request body must be a JSON object", "", "invalid_request_error", ""});
+    return false;
+  }
+  if (body->contains("model") && !(*body)["model"].is_string()) {
+    send_error(res, {400, "'model' must be a string", "model", "invalid_request_error", ""});
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
@@ -158,16 +183,36 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
   metrics.in_flight(1);
   auto api = std::make_shared<ApiRequest>(std::move(*parsed));
   const std::string model_name = api->model->name();
-  auto done = [this, model_name](int status) {
-    in_flight.fetch_sub(1);
-    metrics.in_flight(-1);
-    metrics.request_done(model_name, status);
+  // Ends the request's admission exactly once, whatever path the request leaves by (an exception
+  // included: the destructor counts it as a 500 and gives the slot back).
+  struct Admission {
+    Impl* self;
+    std::string model;
+    bool ended = false;
+    void end(int status) {
+      if (ended) return;
+      ended = true;
+      self->in_flight.fetch_sub(1);
+      self->metrics.in_flight(-1);
+      self->metrics.request_done(model, status);
+    }
+    ~Admission() { end(500); }
   };
+  std::shared_ptr<Admission> admission(new Admission{this, model_name});  // in place: a copy would end it
+  auto done = [admission](int status) { admission->end(status); };
   GenRequest& g = *api->gen;
   engine_of(api->model).submit(api->gen);
-  if (!g.wait_prepared()) {
-    done(400);
-    return send_error(res, {400, g.prepare_error, g.prepare_param, "invalid_request_error", ""});
+  std::string why, param;
+  switch (g.wait_prepared(std::chrono::seconds(cfg.request_timeout_s), &why, &param)) {
+    case GenRequest::Prepared::ok:
+      break;
+    case GenRequest::Prepared::refused:
+      done(400);
+      return send_error(res, {400, why, param, "invalid_request_error", ""});
+    case GenRequest::Prepared::timed_out:
+      g.cancelled.store(true);
+      done(503);
+      return send_error(res, {503, "the request was not prepared in time; retry", "", "server_error", ""});
   }
   const auto deadline = Clock::now() + std::chrono::seconds(cfg.request_timeout_s);
   if (!api->stream) {
@@ -184,7 +229,12 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
         w.absorb(p);
       }
       if (!more) break;
-      if (stopping.load() || !live.alive()) {
+      if (stopping.load()) {
+        g.cancelled.store(true);
+        done(503);
+        return send_error(res, {503, "the server is shutting down", "", "server_error", ""});
+      }
+      if (!live.alive()) {
         g.cancelled.store(true);
         done(499);
         return;  // nobody to answer
@@ -271,14 +321,7 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
 
 void HttpServer::Impl::tokenize(const httplib::Request& req, httplib::Response& res) {
   json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const std::exception& e) {
-    return send_error(
-        res, {400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_request_error", ""});
-  }
-  if (!body.is_object())
-    return send_error(res, {400, "the request body must be a JSON object", "", "invalid_request_error", ""});
+  if (!object_body(req, res, &body)) return;
   ApiError err;
   ServedModel* m = lookup(body.value("model", ""), &err);
   if (!m) return send_error(res, err);
@@ -291,10 +334,11 @@ void HttpServer::Impl::tokenize(const httplib::Request& req, httplib::Response& 
       if (!m->chat_template())
         return send_error(res, {400, "this model has no chat template", "messages", "invalid_request_error", ""});
       json b = body;
-      b["add_generation_prompt"] = body.value("add_generation_prompt", true);
+      b["add_generation_prompt"] = !body.contains("add_generation_prompt") || body["add_generation_prompt"] != false;
       text = m->chat_template()->render_request(b.dump());
       add_special = false;
     } else if (body.contains("prompt") && body["prompt"].is_string()) {
+      add_special = true;
       text = body["prompt"].get<std::string>();
     } else {
       return send_error(res, {400, "give 'prompt' (a string) or 'messages'", "prompt", "invalid_request_error", ""});
@@ -315,14 +359,7 @@ void HttpServer::Impl::tokenize(const httplib::Request& req, httplib::Response& 
 
 void HttpServer::Impl::detokenize(const httplib::Request& req, httplib::Response& res) {
   json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const std::exception& e) {
-    return send_error(
-        res, {400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_request_error", ""});
-  }
-  if (!body.is_object())
-    return send_error(res, {400, "the request body must be a JSON object", "", "invalid_request_error", ""});
+  if (!object_body(req, res, &body)) return;
   ApiError err;
   ServedModel* m = lookup(body.value("model", ""), &err);
   if (!m) return send_error(res, err);
@@ -339,7 +376,7 @@ void HttpServer::Impl::detokenize(const httplib::Request& req, httplib::Response
     ids.push_back(x.get<int32_t>());
   }
   text::DecodeOptions o;
-  o.skip_special = body.value("skip_special_tokens", true);
+  o.skip_special = !body.contains("skip_special_tokens") || body["skip_special_tokens"] != false;
   res.set_content(json{{"prompt", m->tokenizer()->decode(ids, o)}}.dump(), "application/json");
 }
 

@@ -220,7 +220,7 @@ void parse_chat(json& body, GenRequest& r) {
   }
   if (tools && r.parse_tools) r.parser.tools_json = tools->dump();
   // The template sees the body as sent (messages, tools, chat_template_kwargs, ...).
-  body["add_generation_prompt"] = body.value("add_generation_prompt", true);
+  body["add_generation_prompt"] = boolean(body, "add_generation_prompt").value_or(true);
   r.chat_body = body.dump();
 }
 
@@ -260,8 +260,35 @@ void parse_prompt(const json& body, GenRequest& r) {
 
 }  // namespace
 
+size_t json_depth(std::string_view text) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char ch : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 std::optional<ApiRequest> parse_request(std::string_view text, bool chat, const ModelLookup& lookup, ApiError* error) {
   json body;
+  if (json_depth(text) > kMaxJsonDepth) {
+    *error = {400, fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth), "",
+              "invalid_request_error", ""};
+    return std::nullopt;
+  }
   try {
     body = json::parse(text);
   } catch (const json::parse_error& e) {
@@ -309,6 +336,10 @@ std::optional<ApiRequest> parse_request(std::string_view text, bool chat, const 
     return out;
   } catch (const Bad& b) {
     *error = {400, b.message, b.param, "invalid_request_error", ""};
+    return std::nullopt;
+  } catch (const json::exception& e) {  // a shape the checks above missed: still the client's 400
+    *error = {400, fmt::format("the request does not have the expected shape: {}", e.what()), "",
+              "invalid_request_error", ""};
     return std::nullopt;
   }
 }
@@ -367,13 +398,14 @@ std::string ResponseWriter::logprobs_json(const std::vector<sched::Sampled>& lps
 }
 
 std::string ResponseWriter::chunk(uint32_t index, const std::string& delta_or_text,
-                                  const std::vector<sched::Sampled>& lps, const char* finish) const {
+                                  const std::vector<sched::Sampled>& lps, const char* finish,
+                                  size_t text_offset) const {
   json c = {{"index", index}};
   if (req_.chat)
     c["delta"] = json::parse(delta_or_text);
   else
     c["text"] = delta_or_text;
-  c["logprobs"] = lps.empty() ? json(nullptr) : json::parse(logprobs_json(lps, 0));
+  c["logprobs"] = lps.empty() ? json(nullptr) : json::parse(logprobs_json(lps, text_offset));
   c["finish_reason"] = finish ? json(finish) : json(nullptr);
   json j = {{"id", id_},
             {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
@@ -401,7 +433,8 @@ std::string ResponseWriter::stream_piece(const Piece& p) {
     if (p.deltas.empty() && !p.logprobs.empty()) out += chunk(p.choice, "{}", p.logprobs, nullptr);
     if (p.finish) out += chunk(p.choice, "{}", {}, p.finish);
   } else {
-    if (!p.text.empty() || !p.logprobs.empty()) out += chunk(p.choice, p.text, p.logprobs, nullptr);
+    if (!p.text.empty() || !p.logprobs.empty()) out += chunk(p.choice, p.text, p.logprobs, nullptr, co.text.size());
+    co.text += p.text;  // completions' text_offset counts from the start of the choice's text
     if (p.finish) out += chunk(p.choice, "", {}, p.finish);
   }
   return out;

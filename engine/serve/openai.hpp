@@ -40,6 +40,11 @@ struct ApiRequest {
 /** Finds a served model by the request's "model" (optional when one is served). */
 using ModelLookup = std::function<ServedModel*(const std::string& name, ApiError* error)>;
 
+/** Bodies nesting deeper are refused before parsing (serialising them again would recurse that deep). */
+inline constexpr size_t kMaxJsonDepth = 64;
+/** The deepest nesting of arrays and objects in JSON text (strings skipped); cheap, never recursive. */
+size_t json_depth(std::string_view text);
+
 /** Parses and checks a body; nullopt with `error` set when it is refused. */
 std::optional<ApiRequest> parse_request(std::string_view body, bool chat, const ModelLookup& lookup, ApiError* error);
 
@@ -67,7 +72,7 @@ class ResponseWriter {
 
  private:
   std::string chunk(uint32_t index, const std::string& delta_or_text, const std::vector<sched::Sampled>& lps,
-                    const char* finish) const;
+                    const char* finish, size_t text_offset = 0) const;
   std::string logprobs_json(const std::vector<sched::Sampled>& lps, size_t text_offset) const;
 
   const ApiRequest& req_;

@@ -2,10 +2,14 @@
 
 namespace kiln::serve {
 
-bool GenRequest::wait_prepared() {
+GenRequest::Prepared GenRequest::wait_prepared(std::chrono::milliseconds timeout, std::string* error,
+                                               std::string* param) {
   std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return prepared; });
-  return prepare_error.empty();
+  if (!cv.wait_for(lock, timeout, [&] { return prepared; })) return Prepared::timed_out;
+  if (prepare_error.empty()) return Prepared::ok;
+  *error = prepare_error;
+  *param = prepare_param;
+  return Prepared::refused;
 }
 
 bool GenRequest::next(std::vector<Piece>& out, std::chrono::milliseconds timeout) {

@@ -62,8 +62,9 @@ struct GenRequest {
   uint32_t choices_total = 0, choices_done = 0;
   Usage usage;
 
-  /** Waits until preparation is over; false (and prepare_error set) when it failed. */
-  bool wait_prepared();
+  enum class Prepared { ok, refused, timed_out };
+  /** Waits until preparation is over; `refused` copies out the 400's message and field. */
+  Prepared wait_prepared(std::chrono::milliseconds timeout, std::string* error, std::string* param);
   /** Waits up to `timeout` for pieces; moves them out. Returns false when every choice is done and
    *  nothing is left. */
   bool next(std::vector<Piece>& out, std::chrono::milliseconds timeout);

@@ -140,6 +140,96 @@ TEST(Serve, PreemptionUnderATinyCacheKeepsOutputsExact) {
   EXPECT_EQ(s.metric("kiln_kv_blocks_used"), 0);
 }
 
+TEST(Serve, ChunkedPrefillGivesWhatOneChunkGives) {
+  // A budget of 16 tokens per step: a long prompt is prefilled in chunks, on an idle server too.
+  ModelConfig small = model_config();
+  small.max_batch_tokens = 16;
+  std::string prompt = "Once upon a time";
+  for (int i = 0; i < 12; ++i) prompt += " there was a little dog and a cat";
+  const json body = {{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0}};
+  std::string whole, chunked;
+  {
+    Server s;
+    whole = s.post("/v1/completions", body)["choices"][0]["text"];
+  }
+  {
+    Server s({}, small);
+    int st = 0;
+    json r = s.post("/v1/completions", body, &st);
+    ASSERT_EQ(st, 200) << r.dump();
+    chunked = r["choices"][0]["text"];
+    EXPECT_GT(r["usage"]["prompt_tokens"].get<int>(), 64);
+  }
+  EXPECT_FALSE(whole.empty());
+  EXPECT_EQ(chunked, whole);
+}
+
+TEST(Serve, ClientsComingAndGoingDoNotDisturbOthers) {
+  Server s;
+  const int N = 6;
+  const auto body = [](int i) {
+    return json{{"prompt", "Once upon a time " + std::to_string(i)},
+                {"max_tokens", 160},
+                {"temperature", 0},
+                {"ignore_eos", true}};
+  };
+  std::vector<std::string> alone(N);
+  for (int i = 0; i < N; ++i) alone[i] = s.stream("/v1/completions", body(i));
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> churn;
+  for (int t = 0; t < 3; ++t)
+    churn.emplace_back([&, t] {
+      for (int k = 0; k < 40 && !stop; ++k) {
+        auto c = s.client();
+        int chunks = 0;
+        json b = body(100 + t);
+        b["stream"] = true;
+        post_streaming(c, "/v1/completions", b.dump(), [&](const char*, size_t) { return ++chunks < 2 + k % 3; });
+      }
+    });
+  std::vector<std::future<std::string>> together;
+  for (int i = 0; i < N; ++i)
+    together.push_back(std::async(std::launch::async, [&, i] { return s.stream("/v1/completions", body(i)); }));
+  for (int i = 0; i < N; ++i) EXPECT_EQ(together[i].get(), alone[i]) << i;
+  stop = true;
+  for (auto& t : churn) t.join();
+  bool freed = false;
+  for (int i = 0; i < 300 && !freed; ++i) {
+    freed = s.metric("kiln_kv_blocks_used") == 0 && s.metric("kiln_requests_in_flight") == 0;
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(freed);
+}
+
+TEST(Serve, HostileBodiesAreRefusedNotFatal) {
+  Server s;
+  std::string deep(100000, '[');
+  auto r = s.client().Post("/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": " + deep + "}]}",
+                           "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(s.client().Post("/tokenize", "{\"prompt\": " + deep, "application/json")->status, 400);
+  EXPECT_EQ(s.client().Post("/tokenize", R"({"model": 5, "prompt": "x"})", "application/json")->status, 400);
+  EXPECT_EQ(s.client()
+                .Post("/v1/chat/completions",
+                      R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": 5}]})", "application/json")
+                ->status,
+            400);
+  EXPECT_EQ(s.client()
+                .Post("/v1/chat/completions",
+                      R"({"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": "yes"})",
+                      "application/json")
+                ->status,
+            400);
+  // A temperature too small to divide by is greedy.
+  const json greedy = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}};
+  json tiny = greedy;
+  tiny["temperature"] = 1e-300;
+  EXPECT_EQ(s.post("/v1/completions", tiny)["choices"][0]["text"],
+            s.post("/v1/completions", greedy)["choices"][0]["text"]);
+  EXPECT_EQ(s.client().Get("/health")->status, 200);
+}
+
 TEST(Serve, ErrorsNameTheField) {
   ServerConfig sc;
   sc.max_request_bytes = 4096;
