@@ -37,6 +37,7 @@
 #include "model/checkpoint_writer.hpp"
 #include "model/model_host.hpp"
 #include "plugin/registry.hpp"
+#include "synthetic_model.hpp"
 
 extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_llama(uint32_t, uint32_t);
 
@@ -49,68 +50,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-struct Shape {  // Qwen3-0.6B's shape
-  int layers = 28, D = 1024, H = 16, KV = 8, Dh = 128, F = 3072, V = 151936;
-};
-
-// Random weights, generated fast (xorshift) and encoded to the requested type.
-std::vector<float> random_values(size_t n, uint64_t seed, float scale) {
-  std::vector<float> v(n);
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 1 << 16), [&](const tbb::blocked_range<size_t>& r) {
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + r.begin() + 1;
-    for (size_t i = r.begin(); i < r.end(); ++i) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      v[i] = scale * (static_cast<float>(x >> 40) / static_cast<float>(1 << 24) - 0.5f);
-    }
-  });
-  return v;
-}
-
-/** Writes the model; returns the bytes of weights read per decoded token (matrices incl. lm_head). */
-uint64_t write_model(const std::string& path, const Shape& s, DType t) {
-  model::GgufWriter w;
-  w.add_string("general.architecture", "qwen3");
-  w.add_u32("qwen3.block_count", static_cast<uint32_t>(s.layers));
-  w.add_u32("qwen3.embedding_length", static_cast<uint32_t>(s.D));
-  w.add_u32("qwen3.feed_forward_length", static_cast<uint32_t>(s.F));
-  w.add_u32("qwen3.attention.head_count", static_cast<uint32_t>(s.H));
-  w.add_u32("qwen3.attention.head_count_kv", static_cast<uint32_t>(s.KV));
-  w.add_u32("qwen3.attention.key_length", static_cast<uint32_t>(s.Dh));
-  w.add_u32("qwen3.context_length", 4096);
-  w.add_u32("qwen3.vocab_size", static_cast<uint32_t>(s.V));
-  w.add_f32("qwen3.attention.layer_norm_rms_epsilon", 1e-6f);
-  w.add_f32("qwen3.rope.freq_base", 1e6f);
-  uint64_t per_token = 0, seed = 1;
-  auto mat = [&](const std::string& name, int64_t rows, int64_t cols, bool counts = true) {
-    auto bytes = model::encode_f32(random_values(static_cast<size_t>(rows * cols), seed++, 0.05f), t);
-    if (counts) per_token += bytes.size();
-    w.add_tensor({name, t, {rows, cols}, std::move(bytes)});
-  };
-  auto vec = [&](const std::string& name, int64_t n) {
-    std::vector<float> ones(static_cast<size_t>(n), 1.0f);
-    w.add_tensor({name, DType::f32, {n}, model::encode_f32(ones, DType::f32)});
-  };
-  mat("token_embd.weight", s.V, s.D, false);  // one row gathered per token
-  mat("output.weight", s.V, s.D);
-  vec("output_norm.weight", s.D);
-  for (int l = 0; l < s.layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    vec(p + "attn_norm.weight", s.D);
-    vec(p + "ffn_norm.weight", s.D);
-    vec(p + "attn_q_norm.weight", s.Dh);
-    vec(p + "attn_k_norm.weight", s.Dh);
-    mat(p + "attn_q.weight", s.H * s.Dh, s.D);
-    mat(p + "attn_k.weight", s.KV * s.Dh, s.D);
-    mat(p + "attn_v.weight", s.KV * s.Dh, s.D);
-    mat(p + "attn_output.weight", s.D, s.H * s.Dh);
-    mat(p + "ffn_gate.weight", s.F, s.D);
-    mat(p + "ffn_up.weight", s.F, s.D);
-    mat(p + "ffn_down.weight", s.D, s.F);
-  }
-  w.write(path);
-  return per_token;
-}
-
 std::string arg(int argc, char** argv, const char* name, const char* def) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
@@ -120,8 +59,8 @@ std::string arg(int argc, char** argv, const char* name, const char* def) {
 /** One model's prefill and decode: the rates and the median decode step's parts. */
 struct Measured {
   double prefill_tps = 0, decode_tps = 0;
-  model::StepTimings step;  ///< medians over the timed decode steps, part by part
-  double step_s = 0;        ///< the median decode step's wall time
+  model::StepTimings step;   ///< medians over the timed decode steps, part by part
+  double step_s = 0;         ///< the median decode step's wall time
   model::StepTimings first;  ///< the first decode step: its shape's graph built, planned, recorded
   double first_s = 0;
 };
@@ -191,7 +130,7 @@ void print_step_parts(const std::vector<std::pair<std::string, Measured>>& rows)
 }  // namespace
 
 int main(int argc, char** argv) {
-  Shape shape;
+  bench::Shape shape;
   shape.layers = std::stoi(arg(argc, argv, "--layers", "28"));
   const int prompt = std::stoi(arg(argc, argv, "--prompt", "64"));
   const int decode = std::stoi(arg(argc, argv, "--decode", "16"));
@@ -249,11 +188,9 @@ int main(int argc, char** argv) {
               "decode t/s", "limit GB/s", "roofline t/s", "ratio", "prefill t/s", "ratio");
   double copy_bw = 0;  // the device's copy bandwidth, measured once (first row that needs it)
   for (const auto& name : dtypes) {
-    const DType t = name == "q8_0"   ? DType::q8_0
-                           : name == "bf16" ? DType::bf16
-                                            : DType::f16;
+    const DType t = name == "q8_0" ? DType::q8_0 : name == "bf16" ? DType::bf16 : DType::f16;
     const std::string path = dir + "/kiln-bench-qwen3-" + name + ".gguf";
-    const uint64_t per_token = write_model(path, shape, t);
+    const uint64_t per_token = bench::write_qwen3(path, shape, t);
     bw = std::max(bw, bench::triad_gbs(256, 3));
     {
       auto host = model::ModelHost::open(path, registry, options());

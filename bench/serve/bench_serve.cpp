@@ -3,8 +3,13 @@
 // generated tok/s (and its ratio to one stream's: the batching gain) and the host's share of step
 // time (schedule + sample + emit, from /metrics).
 //
-//   bench_serve [--model PATH] [--device cpu|vulkan|auto] [--levels 1,2,4,8,16] [--requests R]
-//               [--max-tokens N] [--prompt-words W]
+//   bench_serve [--model PATH | --synthetic LAYERS:HIDDEN] [--device cpu|vulkan|auto]
+//               [--levels 1,2,4,8,16] [--requests R] [--max-tokens N] [--prompt-words W]
+//
+// The default model is the embedded stories260K, so small that a step costs well under a
+// millisecond and the HTTP path dominates; --synthetic 8:512 writes (to /tmp) and serves a
+// Qwen3-shaped F16 model with random weights and a 32000-token vocabulary (prompts as token ids),
+// whose steps cost what a small real model's do.
 #include <fmt/format.h>
 #include <httplib.h>
 
@@ -17,6 +22,7 @@
 #include "plugin/registry.hpp"
 #include "serve/http_server.hpp"
 #include "serve/served_model.hpp"
+#include "synthetic_model.hpp"
 
 extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_llama(uint32_t, uint32_t);
 
@@ -40,7 +46,7 @@ double metric(httplib::Client& c, const std::string& name) {
   return std::stod(r->body.substr(sp + 1));
 }
 
-Sample one_stream(int port, const std::string& prompt, int max_tokens) {
+Sample one_stream(int port, const json& prompt, int max_tokens) {
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(600, 0);
   json body = {
@@ -89,12 +95,15 @@ int main(int argc, char** argv) {
   std::string model = std::string(KILN_SOURCE_DIR) + "/configs/models/stories260K.gguf", device = "cpu";
   std::vector<int> levels = {1, 2, 4, 8, 16};
   int requests = 2, max_tokens = 128, prompt_words = 16;
+  std::string synthetic;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--model")
       model = v;
     else if (k == "--device")
       device = v;
+    else if (k == "--synthetic")
+      synthetic = v;
     else if (k == "--requests")
       requests = std::stoi(v);
     else if (k == "--max-tokens")
@@ -117,6 +126,18 @@ int main(int argc, char** argv) {
   PluginRegistry registry;
   register_builtin_plugins(registry);
   if (!registry.find_model_type("llama")) registry.register_static(&kiln_plugin_descriptor_llama, "<static llama>");
+  if (!synthetic.empty()) {
+    bench::Shape sh;
+    sh.layers = std::stoi(synthetic.substr(0, synthetic.find(':')));
+    sh.D = std::stoi(synthetic.substr(synthetic.find(':') + 1));
+    sh.Dh = 64;
+    sh.H = sh.D / 64;
+    sh.KV = std::max(1, sh.H / 2);
+    sh.F = 3 * sh.D;
+    sh.V = 32000;
+    model = fmt::format("/tmp/kiln-bench-serve-{}x{}.gguf", sh.layers, sh.D);
+    bench::write_qwen3(model, sh, DType::f16);
+  }
   ModelConfig mc;
   mc.name = "bench";
   mc.path = model;
@@ -133,11 +154,21 @@ int main(int argc, char** argv) {
   httplib::Client mc_client("127.0.0.1", port);
   for (int i = 0; i < 100 && !mc_client.Get("/health"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 
-  std::string words;
-  for (int w = 0; w < prompt_words; ++w) words += w ? " and then" : "Once upon a time";
-  one_stream(port, words, 8);  // warm-up: graphs for the common shapes
-  fmt::print("bench_serve: {} on {}, {} generated tokens per request, {} requests per stream, prompt ~{} words\n\n",
-             model.substr(model.find_last_of('/') + 1), dev, max_tokens, requests, prompt_words);
+  const bool ids = !synthetic.empty();
+  const auto prompt = [&](int stream) -> json {
+    if (ids) {
+      std::vector<int> p;
+      for (int w = 0; w < prompt_words * 4; ++w) p.push_back(100 + (stream * 7919 + w * 104729) % 30000);
+      return p;
+    }
+    std::string words;
+    for (int w = 0; w < prompt_words; ++w) words += w ? " and then" : "Once upon a time";
+    return words + " " + std::to_string(stream);
+  };
+  one_stream(port, prompt(0), 8);  // warm-up: graphs for the common shapes
+  fmt::print("bench_serve: {} on {}, {} generated tokens per request, {} requests per stream, prompt ~{} {}\n\n",
+             model.substr(model.find_last_of('/') + 1), dev, max_tokens, requests,
+             ids ? prompt_words * 4 : prompt_words, ids ? "token ids" : "words");
   fmt::print("| streams | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | aggregate tok/s | vs 1 stream | host share |\n");
   fmt::print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   double single = 0;
@@ -150,8 +181,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < c; ++i)
       ts.emplace_back([&, i] {
         for (int r = 0; r < requests; ++r)
-          per[static_cast<size_t>(i)].push_back(
-              one_stream(port, words + " " + std::to_string(i * 100 + r), max_tokens));
+          per[static_cast<size_t>(i)].push_back(one_stream(port, prompt(i * 100 + r), max_tokens));
       });
     for (auto& t : ts) t.join();
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
