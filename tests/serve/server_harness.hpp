@@ -66,9 +66,10 @@ inline ModelConfig model_config() {
 
 class Server {
  public:
-  explicit Server(ServerConfig sc = {}, ModelConfig mc = model_config()) {
+  explicit Server(ServerConfig sc = {}, ModelConfig mc = model_config(), const std::string& device = "cpu") {
     BackendConfig bc;
-    bc.kind = "cpu";
+    bc.kind = device;
+    bc.allow_cpu_fallback = false;
     std::vector<std::unique_ptr<ServedModel>> models;
     models.push_back(std::make_unique<ServedModel>(mc, bc, serve_registry()));
     http_ = std::make_unique<HttpServer>(std::move(models), sc);

@@ -3,6 +3,7 @@
 // alone, errors in OpenAI's shape, cancellation freeing blocks, overload answered with 429.
 #include <future>
 
+#include "backend/backend.hpp"
 #include "server_harness.hpp"
 
 namespace kiln::serve::test {
@@ -90,8 +91,8 @@ TEST(Serve, StopStringsAcrossTokensAndSeeds) {
   }
 }
 
-TEST(Serve, ConcurrentStreamsGetWhatTheyGetAlone) {
-  Server s;
+void concurrent_streams(const std::string& device) {
+  Server s({}, model_config(), device);
   const int N = 16;
   const auto body = [](int i, bool sampled) {
     json b = {{"prompt", "Once upon a time " + std::string(static_cast<size_t>(i % 5), '!') + std::to_string(i)},
@@ -118,6 +119,15 @@ TEST(Serve, ConcurrentStreamsGetWhatTheyGetAlone) {
     }
   }
   EXPECT_EQ(s.client().Get("/health")->status, 200);
+}
+
+TEST(Serve, ConcurrentStreamsGetWhatTheyGetAlone) {
+  concurrent_streams("cpu");
+}
+
+TEST(Serve, ConcurrentStreamsGetWhatTheyGetAloneOnVulkan) {
+  if (!backend::Registry::instance().find("vulkan")) GTEST_SKIP() << "no vulkan device registered";
+  concurrent_streams("vulkan");
 }
 
 TEST(Serve, PreemptionUnderATinyCacheKeepsOutputsExact) {

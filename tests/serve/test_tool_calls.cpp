@@ -216,6 +216,16 @@ TEST_P(ToolCalls, StreamedDeltasAssembleToTheOneShotAnswer) {
             json::parse(call["function"]["arguments"].get<std::string>()));
   EXPECT_GT(events.back()["usage"]["completion_tokens"].get<int>(), 20);
 
+  // The next turn: the assistant's call (arguments as a JSON string, as clients send them back)
+  // and the tool's result render with the template and are answered.
+  json turn2 = request_body();
+  turn2["messages"].push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
+  turn2["messages"].push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "{\"temp\": 21}"}});
+  turn2["max_tokens"] = 4;
+  const json next = s.post("/v1/chat/completions", turn2, &st);
+  EXPECT_EQ(st, 200) << next.dump();
+  EXPECT_EQ(next["usage"]["completion_tokens"], 4);
+
   // tool_choice none: the same output is plain text (no call parsed), finish_reason stop.
   json none = request_body();
   none["tool_choice"] = "none";
