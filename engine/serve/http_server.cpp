@@ -187,7 +187,9 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
   // included: the destructor counts it as a 500 and gives the slot back).
   struct Admission {
     Impl* self;
-    std::string model;
+    std::string model, id;
+    std::shared_ptr<GenRequest> gen;
+    Clock::time_point start = Clock::now();
     bool ended = false;
     void end(int status) {
       if (ended) return;
@@ -195,10 +197,18 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
       self->in_flight.fetch_sub(1);
       self->metrics.in_flight(-1);
       self->metrics.request_done(model, status);
+      Usage u;
+      {
+        std::lock_guard lock(gen->mu);
+        u = gen->usage;
+      }
+      log::info("[serve] {} {} {}: {} prompt + {} generated tokens in {:.3f} s", id, model, status, u.prompt_tokens,
+                u.completion_tokens, std::chrono::duration<double>(Clock::now() - start).count());
     }
     ~Admission() { end(500); }
   };
-  std::shared_ptr<Admission> admission(new Admission{this, model_name});  // in place: a copy would end it
+  // Constructed in place: a copy's destructor would end it.
+  std::shared_ptr<Admission> admission(new Admission{this, model_name, api->gen->id, api->gen});
   auto done = [admission](int status) { admission->end(status); };
   GenRequest& g = *api->gen;
   engine_of(api->model).submit(api->gen);
