@@ -131,14 +131,19 @@ TEST(Serve, ConcurrentStreamsGetWhatTheyGetAloneOnVulkan) {
 }
 
 TEST(Serve, PreemptionUnderATinyCacheKeepsOutputsExact) {
-  // Room for about three sequences of 100 tokens: eight at once must preempt and recompute.
+  // 24 blocks: two sequences of 200 tokens (13 blocks each) cannot both finish; eight at once
+  // must preempt and recompute (the scheduler's own test does this deterministically).
   ModelConfig mc = model_config();
   mc.cache.block_tokens = 16;
-  mc.cache.memory_bytes = 40 * 16 * 1280;  // 40 blocks: 1280 bytes of f32 K and V per token
+  mc.cache.memory_bytes = 24 * 16 * 1280;  // 1280 bytes of f32 K and V per token
+  mc.max_context = 256;
   Server s({}, mc);
   const int N = 8;
   const auto body = [](int i) {
-    return json{{"prompt", "Once upon a time " + std::to_string(i)}, {"max_tokens", 96}, {"temperature", 0}};
+    return json{{"prompt", "Once upon a time " + std::to_string(i)},
+                {"max_tokens", 200},
+                {"temperature", 0},
+                {"ignore_eos", true}};
   };
   std::vector<std::string> alone(N);
   for (int i = 0; i < N; ++i) alone[i] = s.post("/v1/completions", body(i))["choices"][0]["text"];
