@@ -477,9 +477,43 @@ HttpServer::~HttpServer() {
   impl_->engines.clear();  // ends what is left, then the models go
 }
 
+namespace {
+
+/**
+ * httplib (0.11, built into Debian's shared library) listens with a backlog of 5, so a burst of
+ * clients connecting at once overflows the accept queue and waits for retransmissions. Listening
+ * again on the same socket with a larger backlog is allowed and only changes the backlog; the
+ * socket is found by its local port among our listening sockets.
+ */
+void widen_backlog(int port) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    if (fd <= 2) continue;
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage ss{};
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl) != 0) continue;
+    const int p = ss.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port)
+                  : ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                             : -1;
+    if (p == port) ::listen(fd, SOMAXCONN);
+  }
+  closedir(d);
+}
+
+}  // namespace
+
 int HttpServer::bind(const std::string& host, int port) {
   const int bound = port == 0 ? impl_->svr.bind_to_any_port(host) : (impl_->svr.bind_to_port(host, port) ? port : -1);
-  if (bound < 0) log::error("[serve] cannot listen on {}:{} (in use, or not an address of this machine)", host, port);
+  if (bound < 0) {
+    log::error("[serve] cannot listen on {}:{} (in use, or not an address of this machine)", host, port);
+    return bound;
+  }
+  widen_backlog(bound);
   return bound;
 }
 

@@ -104,10 +104,22 @@ class Server {
     std::string buf, text;
     bool saw_done = false;
     auto c = client();
-    post_streaming(c, path, body.dump(), [&](const char* d, size_t n) {
+    httplib::Request req;
+    req.method = "POST";
+    req.path = path;
+    req.headers = {{"Content-Type", "application/json"}};
+    req.body = body.dump();
+    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
       buf.append(d, n);
       return true;
-    });
+    };
+    httplib::Response res;
+    httplib::Error err = httplib::Error::Success;
+    const bool sent = c.send(req, res, err);
+    EXPECT_TRUE(sent) << "POST " << path << ": " << httplib::to_string(err);
+    if (sent) {
+      EXPECT_EQ(res.status, 200) << buf;
+    }
     size_t pos = 0;
     while ((pos = buf.find("\n\n")) != std::string::npos) {
       std::string line = buf.substr(0, pos);
