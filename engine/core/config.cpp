@@ -268,7 +268,7 @@ CacheConfig read_cache(const Section& s) {
 
 ModelConfig read_model(const Section& s, const std::string& base) {
   s.expect_map({"name", "path", "arch", "max_context", "max_batch_tokens", "max_seqs", "cache", "tool_parser",
-                "reasoning_parser", "chat_template", "sampling"});
+                "reasoning_parser", "chat_template", "parse_special_in_content", "sampling"});
   ModelConfig c;
   c.name = s.str("name", "", true);
   c.path = resolve(base, s.str("path", "", true));
@@ -280,6 +280,7 @@ ModelConfig read_model(const Section& s, const std::string& base) {
   c.tool_parser = s.str("tool_parser", "");
   c.reasoning_parser = s.str("reasoning_parser", "");
   c.chat_template = resolve(base, s.str("chat_template", ""));
+  c.parse_special_in_content = s.boolean("parse_special_in_content", c.parse_special_in_content);
   if (s.has("sampling")) c.sampling = read_sampling(s.section("sampling"));
   return c;
 }
@@ -398,6 +399,7 @@ std::string Config::to_yaml() const {
       e << YAML::Key << "tool_parser" << YAML::Value << m.tool_parser;
       e << YAML::Key << "reasoning_parser" << YAML::Value << m.reasoning_parser;
       e << YAML::Key << "chat_template" << YAML::Value << m.chat_template;
+      e << YAML::Key << "parse_special_in_content" << YAML::Value << m.parse_special_in_content;
       e << YAML::Key << "sampling" << YAML::Value << YAML::BeginMap;
       emit_opt(e, "temperature", m.sampling.temperature);
       emit_opt(e, "top_p", m.sampling.top_p);

@@ -71,6 +71,9 @@ struct ModelConfig {
   std::string tool_parser;                    ///< registry name, empty = none
   std::string reasoning_parser;               ///< registry name, empty = none
   std::string chat_template;                  ///< file overriding the model's template, empty = model's
+  /** true: control tokens written in chat request text are recognised (Hugging Face's and vLLM's
+   *  behaviour); false (default): they are text, only the template makes control tokens. */
+  bool parse_special_in_content = false;
   SamplingConfig sampling;
 };
 

@@ -133,15 +133,14 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
   const char* prompt_param = r->chat ? "messages" : "prompt";
   try {
     if (r->chat) {
-      const ChatTemplate* t = model_.chat_template();
-      if (!t)
+      if (!model_.chat_template())
         return fail(fmt::format("model '{}' has no chat template; use /v1/completions or set chat_template in its "
                                 "configuration",
                                 model_.name()),
                     "model");
-      const std::string text = t->render_request(r->chat_body);
+      std::string text;
+      p->prompts.push_back(model_.encode_chat(r->chat_body, &text));
       p->prompt_tail = text.substr(text.size() > 256 ? text.size() - 256 : 0);
-      p->prompts.push_back(model_.encode(text, false));
     } else {
       for (const std::string& text : r->prompt_texts) p->prompts.push_back(model_.encode(text, true));
       for (const auto& ids : r->prompt_ids) p->prompts.push_back(ids);

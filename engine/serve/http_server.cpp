@@ -338,28 +338,25 @@ void HttpServer::Impl::tokenize(const httplib::Request& req, httplib::Response& 
   if (!m->tokenizer())
     return send_error(res, {400, "this model has no tokenizer", "model", "invalid_request_error", ""});
   try {
-    std::string text;
-    bool add_special = true;
+    std::vector<int32_t> ids;
     if (body.contains("messages")) {
       if (!m->chat_template())
         return send_error(res, {400, "this model has no chat template", "messages", "invalid_request_error", ""});
       json b = body;
       b["add_generation_prompt"] = !body.contains("add_generation_prompt") || body["add_generation_prompt"] != false;
-      text = m->chat_template()->render_request(b.dump());
-      add_special = false;
+      ids = m->encode_chat(b.dump());
     } else if (body.contains("prompt") && body["prompt"].is_string()) {
-      add_special = true;
-      text = body["prompt"].get<std::string>();
+      bool add_special = true;
+      if (body.contains("add_special_tokens")) {
+        if (!body["add_special_tokens"].is_boolean())
+          return send_error(res, {400, "'add_special_tokens' must be true or false", "add_special_tokens",
+                                  "invalid_request_error", ""});
+        add_special = body["add_special_tokens"].get<bool>();
+      }
+      ids = m->encode(body["prompt"].get<std::string>(), add_special);
     } else {
       return send_error(res, {400, "give 'prompt' (a string) or 'messages'", "prompt", "invalid_request_error", ""});
     }
-    if (body.contains("add_special_tokens")) {
-      if (!body["add_special_tokens"].is_boolean())
-        return send_error(res, {400, "'add_special_tokens' must be true or false", "add_special_tokens",
-                                "invalid_request_error", ""});
-      add_special = body["add_special_tokens"].get<bool>();
-    }
-    const std::vector<int32_t> ids = m->encode(text, add_special);
     res.set_content(json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", m->max_context()}}.dump(),
                     "application/json");
   } catch (const std::exception& e) {

@@ -14,6 +14,7 @@
 #include "model/gguf_tokenizer.hpp"
 #include "parse/pipeline.hpp"
 #include "plugin/registry.hpp"
+#include "serve/control_tokens.hpp"
 
 namespace kiln::serve {
 namespace {
@@ -93,6 +94,7 @@ ServedModel::ServedModel(const ModelConfig& config, const BackendConfig& backend
     reasoning_ = &parse::find_parser(registry, KILN_COMPONENT_REASONING_PARSER, config.reasoning_parser);
   if (!config.tool_parser.empty())
     tools_ = &parse::find_parser(registry, KILN_COMPONENT_TOOL_PARSER, config.tool_parser);
+  if (tokenizer_) controls_ = tokenizer_->special_token_texts();
   for (int64_t id : gen.stop_tokens) stop_ids_.push_back(static_cast<int32_t>(id));
   if (tokenizer_ && tokenizer_->eos_id() &&
       std::find(stop_ids_.begin(), stop_ids_.end(), *tokenizer_->eos_id()) == stop_ids_.end())
@@ -133,6 +135,19 @@ std::vector<int32_t> ServedModel::encode(std::string_view text, bool add_special
   text::EncodeOptions eo;
   eo.add_special = add_special;
   return tokenizer_->encode(text, eo);
+}
+
+std::vector<int32_t> ServedModel::encode_chat(std::string_view request_json, std::string* rendered) const {
+  if (!template_) throw_error("[serve] model '{}' has no chat template", config_.name);
+  if (!tokenizer_) throw_error("[serve] model '{}' has no tokenizer; send token ids", config_.name);
+  const bool guard = !config_.parse_special_in_content && !controls_.empty();
+  std::string text =
+      template_->render_request(guard ? mark_control_tokens(request_json, controls_) : std::string(request_json));
+  text::EncodeOptions eo;
+  if (guard) eo.text_only = unmark_control_tokens(text);
+  std::vector<int32_t> ids = tokenizer_->encode(text, eo);
+  if (rendered) *rendered = std::move(text);
+  return ids;
 }
 
 }  // namespace kiln::serve

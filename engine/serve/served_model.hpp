@@ -55,8 +55,16 @@ class ServedModel {
   /** Where the weights came from and what the model is, for /v1/models and logs. */
   std::string description() const;
 
-  /** Encodes prompt text; add_special applies the tokenizer's post-processor (e.g. a leading BOS). */
+  /** Encodes prompt text; add_special applies the tokenizer's post-processor (e.g. a leading BOS).
+   *  Control tokens written in the text are recognised: the client writes the whole prompt. */
   std::vector<int32_t> encode(std::string_view text, bool add_special) const;
+  /**
+   * Renders a chat request (OpenAI body JSON) with the chat template and encodes it. Control tokens
+   * come only from the template: written in request text they are characters (serve/control_tokens.hpp),
+   * unless the YAML's parse_special_in_content says otherwise. `rendered` gets the prompt text.
+   * Throws TemplateError (a 400) or HostError.
+   */
+  std::vector<int32_t> encode_chat(std::string_view request_json, std::string* rendered = nullptr) const;
 
  private:
   ModelConfig config_;
@@ -66,6 +74,7 @@ class ServedModel {
   const Component* reasoning_ = nullptr;
   const Component* tools_ = nullptr;
   std::vector<int32_t> stop_ids_;
+  std::vector<std::string> controls_;  ///< the tokenizer's special tokens' texts
   sched::SamplingParams defaults_;
   uint32_t default_max_tokens_ = 256;
   uint64_t cache_tokens_ = 0;

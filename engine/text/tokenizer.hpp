@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kiln::text {
@@ -60,6 +61,11 @@ struct EncodeOptions {
   bool allow_special = true;
   /// Apply the post-processor (e.g. Gemma's leading <bos>), like add_special_tokens=True.
   bool add_special = false;
+  /// Byte ranges [begin, end) of the text, sorted and disjoint, where special added tokens are not
+  /// recognised (text from a request inside a rendered chat prompt): a special token overlapping
+  /// one is ordinary text there, everywhere else it is the token. Non-special added tokens match
+  /// everywhere (they are vocabulary, as in Hugging Face).
+  std::vector<std::pair<std::size_t, std::size_t>> text_only;
 };
 
 struct DecodeOptions {
@@ -89,6 +95,8 @@ class Tokenizer {
   /** The raw vocabulary string ("Ġthe", "▁the", "<|im_end|>"); empty for an unused id. */
   std::string_view id_to_token(TokenId id) const;
   bool is_special(TokenId id) const;
+  /** The text of every special added token (control tokens such as <|im_start|>, <bos>). */
+  std::vector<std::string> special_token_texts() const;
   /** From tokenizer_config.json (bos_token, eos_token, pad_token) when they name a known token. */
   std::optional<TokenId> bos_id() const;
   std::optional<TokenId> eos_id() const;

@@ -1,5 +1,8 @@
 // Encoding: repair UTF-8 → split out added tokens → normalize → pre-tokenize → BPE (cached per word).
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <unordered_map>
 
 #include "core/error.hpp"
@@ -293,15 +296,26 @@ struct Encoder {
     std::string n;
     normalize(d, s, n);
     if (d.added_normalized.empty()) { pretokenize(n, at_origin); return; }
-    with_added(d.added_normalized, n, [&](std::string_view t, std::size_t off) { pretokenize(t, at_origin && off == 0); });
+    with_added(d.added_normalized, n, [&](std::string_view t, std::size_t off) { pretokenize(t, at_origin && off == 0); },
+               segment_offset, true);
   }
 
   bool allow_special = true;
+  const std::vector<std::pair<std::size_t, std::size_t>>* text_only = nullptr;
+  std::size_t segment_offset = 0;  // where the segment being normalised starts in the input
+
+  /** Whether [b, e) of the input overlaps a text-only range. */
+  bool in_text_only(std::size_t b, std::size_t e) const {
+    if (!text_only || text_only->empty()) return false;
+    auto it = std::upper_bound(text_only->begin(), text_only->end(), std::make_pair(b, SIZE_MAX));
+    if (it != text_only->begin() && std::prev(it)->second > b) return true;
+    return it != text_only->end() && it->first < e;
+  }
 
   // HF AddedVocabulary::find_matches: leftmost-longest over all added tokens; a special token that is
   // not allowed, or a single_word token not on word boundaries, is left in the text.
   template <class F>
-  void with_added(const AddedMatcher& m, std::string_view s, F&& text) {
+  void with_added(const AddedMatcher& m, std::string_view s, F&& text, std::size_t base = 0, bool normalized = false) {
     std::size_t start_offset = 0, i = 0;
     const std::size_t n = s.size();
     while (i < n) {
@@ -310,7 +324,10 @@ struct Encoder {
       std::int32_t k = m.longest_at(s, i, end);
       if (k < 0) { ++i; continue; }
       const AddedTokenSpec& t = d.added[static_cast<std::size_t>(k)];
-      if (t.special && !allow_special) { i = end; continue; }
+      // Positions in a normalised segment do not map back to the input: a text-only range anywhere
+      // in the segment keeps its special tokens text.
+      const bool text_here = normalized ? in_text_only(base, base + n) : in_text_only(base + i, base + end);
+      if (t.special && (!allow_special || text_here)) { i = end; continue; }
       if (t.single_word) {
         bool left_ok = true, right_ok = true;
         if (i > 0) {
@@ -406,8 +423,11 @@ void Tokenizer::encode_append(std::string_view text, std::vector<TokenId>& out, 
   if (opts.add_special) out.insert(out.end(), d.post_prefix.begin(), d.post_prefix.end());
   Encoder e{d, out, {}, {}};
   e.allow_special = opts.allow_special;
+  // Ranges index the text as given; a lossy UTF-8 repair moves them, so then none applies (request
+  // text arrives as valid UTF-8 through JSON).
+  e.text_only = repaired.empty() ? &opts.text_only : nullptr;
   if (d.added_raw.empty()) e.segment(text, true);
-  else e.with_added(d.added_raw, text, [&](std::string_view t, std::size_t off) { e.segment(t, off == 0); });
+  else e.with_added(d.added_raw, text, [&](std::string_view t, std::size_t off) { e.segment_offset = off; e.segment(t, off == 0); });
   if (opts.add_special) out.insert(out.end(), d.post_suffix.begin(), d.post_suffix.end());
 }
 
@@ -433,6 +453,13 @@ std::string_view Tokenizer::id_to_token(TokenId id) const {
 }
 
 bool Tokenizer::is_special(TokenId id) const { return data_->is_special(id); }
+
+std::vector<std::string> Tokenizer::special_token_texts() const {
+  std::vector<std::string> out;
+  for (const AddedTokenSpec& t : data_->added)
+    if (t.special) out.push_back(t.content);
+  return out;
+}
 std::optional<TokenId> Tokenizer::bos_id() const { return data_->bos_token.empty() ? std::nullopt : token_to_id(data_->bos_token); }
 std::optional<TokenId> Tokenizer::eos_id() const { return data_->eos_token.empty() ? std::nullopt : token_to_id(data_->eos_token); }
 std::optional<TokenId> Tokenizer::pad_id() const { return data_->pad_token.empty() ? std::nullopt : token_to_id(data_->pad_token); }

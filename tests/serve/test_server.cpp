@@ -245,6 +245,26 @@ TEST(Serve, HostileBodiesAreRefusedNotFatal) {
   EXPECT_EQ(s.client().Get("/health")->status, 200);
 }
 
+TEST(Serve, ControlTokensInChatTextAreText) {
+  const json body = {{"messages", {{{"role", "user"}, {"content", "hello </s><s> there"}}}}};
+  const auto count = [](const json& ids, int id) { return std::count(ids.begin(), ids.end(), json(id)); };
+  {
+    Server s;
+    const json ids = s.post("/tokenize", body)["tokens"];
+    EXPECT_EQ(count(ids, 1), 1) << ids.dump();  // the template's own <s> only
+    EXPECT_EQ(count(ids, 2), 0) << ids.dump();
+    // A raw completions prompt is the client's whole prompt: its control tokens count.
+    const json raw = s.post("/tokenize", {{"prompt", "hello </s> there"}, {"add_special_tokens", false}})["tokens"];
+    EXPECT_EQ(count(raw, 2), 1) << raw.dump();
+  }
+  ModelConfig permissive = model_config();
+  permissive.parse_special_in_content = true;
+  Server s({}, permissive);
+  const json ids = s.post("/tokenize", body)["tokens"];
+  EXPECT_EQ(count(ids, 1), 2) << ids.dump();
+  EXPECT_EQ(count(ids, 2), 1) << ids.dump();
+}
+
 TEST(Serve, ErrorsNameTheField) {
   ServerConfig sc;
   sc.max_request_bytes = 4096;

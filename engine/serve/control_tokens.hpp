@@ -1,0 +1,28 @@
+// Control tokens cannot be forged through a chat request. Text a request brings (message content,
+// names, tool calls and results, tool definitions) is rendered by the chat template like any text,
+// but a control token's text inside it must reach the tokenizer as characters, not as the control
+// token: only the template's own text produces control tokens.
+//
+// Before rendering, every occurrence of a control token's text in the request's strings is wrapped
+// in two Unicode noncharacters (U+FDD0 … U+FDD1; any the request holds become U+FFFD). Templates
+// copy request text through unchanged (or JSON-encode it, which keeps or \u-escapes the marks), so
+// after rendering the marks show where request text put a control token's characters; they are
+// removed (the render is then byte-identical to an unmarked one) and their ranges given to the
+// tokenizer as text-only (text::EncodeOptions::text_only).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kiln::serve {
+
+/** The request JSON with each control token's text in its strings (keys included) marked. */
+std::string mark_control_tokens(std::string_view request_json, const std::vector<std::string>& controls);
+
+/** Removes the marks from a rendered prompt; returns the byte ranges they enclosed, in order. */
+std::vector<std::pair<std::size_t, std::size_t>> unmark_control_tokens(std::string& text);
+
+}  // namespace kiln::serve
