@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <pthread.h>
 
+#include <atomic>
 #include <csignal>
 #include <thread>
 
@@ -52,10 +53,15 @@ int run(const std::vector<std::string>& argv) {
     serve::HttpServer http(std::move(models), server);
     const int bound = http.bind(host, port >= 0 ? port : server.port);
     if (bound < 0) return failure("serve", fmt::format("cannot listen on {}:{}", host, port >= 0 ? port : server.port));
+    std::atomic<bool> stopped_itself{false};
     std::thread waiter([&] {
       int sig = 0;
       sigwait(&stop_signals, &sig);
-      if (sig == SIGINT || sig == SIGTERM) log::info("[serve] signal {}: stopping", sig);
+      if (!stopped_itself.load()) {
+        log::info("[serve] {}: draining (up to {} s), then stopping", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                  server.drain_timeout_s);
+        http.drain(server.drain_timeout_s);
+      }
       http.stop();
     });
     // The port line is the last of the start-up: scripts and tests wait for it.
@@ -63,6 +69,7 @@ int run(const std::vector<std::string>& argv) {
                config.models.size() == 1 ? "" : "s");
     std::fflush(stderr);
     const bool ok = http.run();
+    stopped_itself.store(true);
     pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter if the server stopped by itself
     waiter.join();
     return ok ? 0 : 1;
@@ -75,7 +82,8 @@ const bool registered = register_command({
     "serve",
     "serve models over an OpenAI-compatible HTTP API",
     "usage: kiln serve --config FILE [--host H] [--port P]\n\n"
-    "Loads every model of FILE and serves them until SIGINT/SIGTERM. --host and --port override\n"
+    "Loads every model of FILE and serves them until SIGINT/SIGTERM, which drain: /health turns 503,\n"
+    "new requests get 503, requests in progress get server.drain_timeout_s to finish. --host and --port override\n"
     "the YAML's server.host and server.port (--port 0 picks a free port; the chosen one is printed\n"
     "as 'kiln serve: listening on http://HOST:PORT').\n\n"
     "Routes: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize;\n"

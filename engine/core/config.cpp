@@ -187,7 +187,8 @@ std::string resolve(const std::string& base_dir, const std::string& p) {
 }
 
 ServerConfig read_server(const Section& s) {
-  s.expect_map({"host", "port", "api_keys", "max_request_bytes", "max_concurrent_requests", "request_timeout_s"});
+  s.expect_map({"host", "port", "api_keys", "max_request_bytes", "max_concurrent_requests", "request_timeout_s",
+                "read_timeout_s", "drain_timeout_s", "limits"});
   ServerConfig c;
   c.host = s.str("host", c.host);
   c.port = s.number<int>("port", c.port, 0, 65535, "a port number");
@@ -199,6 +200,24 @@ ServerConfig read_server(const Section& s) {
   }
   c.max_concurrent_requests = s.number<int>("max_concurrent_requests", c.max_concurrent_requests, 1, 1 << 20, "an integer");
   c.request_timeout_s = s.number<int>("request_timeout_s", c.request_timeout_s, 1, 86400 * 7, "seconds");
+  c.read_timeout_s = s.number<int>("read_timeout_s", c.read_timeout_s, 1, 3600, "seconds");
+  c.drain_timeout_s = s.number<int>("drain_timeout_s", c.drain_timeout_s, 0, 3600, "seconds");
+  if (s.has("limits")) {
+    const Section l = s.section("limits");
+    l.expect_map({"max_messages", "max_prompt_tokens", "max_tokens", "max_n", "max_stop", "max_tools", "max_tools_bytes"});
+    auto& m = c.limits;
+    m.max_messages = l.number<int>("max_messages", m.max_messages, 1, 1 << 20, "an integer");
+    m.max_prompt_tokens = l.number<int>("max_prompt_tokens", m.max_prompt_tokens, 0, 1 << 24, "a token count (0 = context)");
+    m.max_tokens = l.number<int>("max_tokens", m.max_tokens, 0, 1 << 24, "a token count (0 = context)");
+    m.max_n = l.number<int>("max_n", m.max_n, 1, 256, "an integer");
+    m.max_stop = l.number<int>("max_stop", m.max_stop, 0, 1024, "an integer");
+    m.max_tools = l.number<int>("max_tools", m.max_tools, 0, 1 << 16, "an integer");
+    if (l.has("max_tools_bytes")) {
+      YAML::Node n = l.child("max_tools_bytes");
+      if (!n.IsScalar() || !parse_byte_size(n.Scalar(), &m.max_tools_bytes))
+        l.fail_at(n, "server.limits.max_tools_bytes must be a size such as 256KiB");
+    }
+  }
   return c;
 }
 
@@ -362,6 +381,18 @@ std::string Config::to_yaml() const {
     e << YAML::Key << "max_request_bytes" << YAML::Value << server->max_request_bytes;
     e << YAML::Key << "max_concurrent_requests" << YAML::Value << server->max_concurrent_requests;
     e << YAML::Key << "request_timeout_s" << YAML::Value << server->request_timeout_s;
+    e << YAML::Key << "read_timeout_s" << YAML::Value << server->read_timeout_s;
+    e << YAML::Key << "drain_timeout_s" << YAML::Value << server->drain_timeout_s;
+    const auto& l = server->limits;
+    e << YAML::Key << "limits" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "max_messages" << YAML::Value << l.max_messages;
+    e << YAML::Key << "max_prompt_tokens" << YAML::Value << l.max_prompt_tokens;
+    e << YAML::Key << "max_tokens" << YAML::Value << l.max_tokens;
+    e << YAML::Key << "max_n" << YAML::Value << l.max_n;
+    e << YAML::Key << "max_stop" << YAML::Value << l.max_stop;
+    e << YAML::Key << "max_tools" << YAML::Value << l.max_tools;
+    e << YAML::Key << "max_tools_bytes" << YAML::Value << l.max_tools_bytes;
+    e << YAML::EndMap;
     e << YAML::EndMap;
   }
   if (backend) {

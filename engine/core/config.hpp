@@ -34,6 +34,18 @@ struct ServerConfig {
   uint64_t max_request_bytes = 8ull << 20;
   int max_concurrent_requests = 256;
   int request_timeout_s = 600;
+  int read_timeout_s = 30;                    ///< a client must send its request (headers and body) within this
+  int drain_timeout_s = 30;                   ///< SIGTERM: requests in progress get this long to finish
+  /** What one request may ask for; beyond each, a 400 naming the field and the limit. */
+  struct Limits {
+    int max_messages = 1024;
+    int max_prompt_tokens = 0;                ///< 0: the model's context
+    int max_tokens = 0;                       ///< the largest max_tokens a request may ask for; 0: the context
+    int max_n = 16;
+    int max_stop = 16;                        ///< stop strings (and stop_token_ids)
+    int max_tools = 128;
+    uint64_t max_tools_bytes = 256ull << 10;  ///< the tools array as JSON (schemas included)
+  } limits;
 };
 
 struct BackendConfig {

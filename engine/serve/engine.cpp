@@ -162,6 +162,10 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
         return fail(fmt::format("token id {} is outside the vocabulary [0, {})", id, V), prompt_param);
     longest = std::max<uint32_t>(longest, static_cast<uint32_t>(ids.size()));
   }
+  if (r->max_prompt_tokens && longest > r->max_prompt_tokens)
+    return fail(fmt::format("the prompt has {} tokens; the limit is {} (server.limits.max_prompt_tokens)", longest,
+                            r->max_prompt_tokens),
+                prompt_param);
   if (longest >= cap)
     return fail(fmt::format("the prompt has {} tokens; this model takes at most {} ({} context{}), leaving room for "
                             "one generated token",
@@ -178,6 +182,7 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
   } else {
     p->max_tokens = static_cast<uint32_t>(room);
     if (model_.default_max_tokens()) p->max_tokens = std::min(p->max_tokens, model_.default_max_tokens());
+    if (r->max_output_tokens) p->max_tokens = std::min(p->max_tokens, r->max_output_tokens);
   }
   try {
     for (size_t pi = 0; pi < p->prompts.size(); ++pi)

@@ -94,6 +94,21 @@ class Liveness {
   bool searched_ = false;
 };
 
+/**
+ * Whether `key` is one of `keys`, in time that does not depend on where a guess first differs from
+ * a key: every byte of every key is compared (the lengths leak, as they do everywhere).
+ */
+bool key_matches(const std::vector<std::string>& keys, const std::string& key) {
+  unsigned any = 0;
+  for (const std::string& k : keys) {
+    unsigned diff = k.size() == key.size() ? 0u : 1u;
+    for (size_t i = 0; i < k.size(); ++i)
+      diff |= static_cast<unsigned char>(k[i]) ^ static_cast<unsigned char>(i < key.size() ? key[i] : 0);
+    any |= diff == 0 ? 1u : 0u;
+  }
+  return any != 0;
+}
+
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   res.set_content(error_json(e), "application/json");
@@ -134,6 +149,7 @@ struct HttpServer::Impl {
   httplib::Server svr;
   std::atomic<int> in_flight{0};
   std::atomic<bool> stopping{false};
+  std::atomic<bool> draining{false};  ///< SIGTERM: not ready, no new generation requests
 
   ServedModel* lookup(const std::string& name, ApiError* err) {
     if (name.empty()) {
@@ -165,10 +181,16 @@ struct HttpServer::Impl {
 void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
   ApiError err;
   std::optional<ApiRequest> parsed = parse_request(
-      req.body, chat, [&](const std::string& n, ApiError* e) { return lookup(n, e); }, &err);
+      req.body, chat, [&](const std::string& n, ApiError* e) { return lookup(n, e); }, cfg.limits, &err);
   if (!parsed) {
     metrics.request_done("", err.status);
     return send_error(res, err);
+  }
+  if (draining.load()) {
+    res.set_header("Retry-After", "5");
+    metrics.request_done(parsed->model->name(), 503);
+    return send_error(
+        res, {503, "the server is shutting down; retry on another replica", "", "server_error", "shutting_down"});
   }
   // Admission: at most max_concurrent_requests generation requests at once.
   if (in_flight.fetch_add(1) >= cfg.max_concurrent_requests) {
@@ -389,7 +411,7 @@ void HttpServer::Impl::detokenize(const httplib::Request& req, httplib::Response
 
 void HttpServer::Impl::routes() {
   svr.set_payload_max_length(cfg.max_request_bytes);
-  svr.set_read_timeout(30, 0);
+  svr.set_read_timeout(cfg.read_timeout_s, 0);
   svr.set_write_timeout(30, 0);
   const size_t threads = static_cast<size_t>(std::max(8, cfg.max_concurrent_requests + 8));
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -405,7 +427,7 @@ void HttpServer::Impl::routes() {
     if (guarded && !cfg.api_keys.empty()) {
       const std::string auth = req.get_header_value("Authorization");
       const std::string key = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : "";
-      if (std::find(cfg.api_keys.begin(), cfg.api_keys.end(), key) == cfg.api_keys.end()) {
+      if (!key_matches(cfg.api_keys, key)) {
         send_error(res, {401,
                          auth.empty() ? "an API key is required: send 'Authorization: Bearer <key>'"
                                       : "the API key is not valid",
@@ -437,6 +459,11 @@ void HttpServer::Impl::routes() {
     send_error(res, {500, what, "", "server_error", ""});
   });
   svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (draining.load()) {
+      res.status = 503;  // load balancers stop sending here
+      res.set_content(json{{"status", "draining"}, {"in_flight", in_flight.load()}}.dump(), "application/json");
+      return;
+    }
     res.set_content(json{{"status", "ok"}, {"models", models.size()}}.dump(), "application/json");
   });
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -516,6 +543,17 @@ int HttpServer::bind(const std::string& host, int port) {
 
 bool HttpServer::run() {
   return impl_->svr.listen_after_bind();
+}
+
+bool HttpServer::drain(int seconds) {
+  impl_->draining.store(true);
+  log::info("[serve] draining: {} request(s) in progress, up to {} s", impl_->in_flight.load(), seconds);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (impl_->in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int left = impl_->in_flight.load();
+  if (left > 0) log::warn("[serve] drain timeout: ending {} request(s) still in progress", left);
+  return left == 0;
 }
 
 void HttpServer::stop() {

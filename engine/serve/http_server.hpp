@@ -25,6 +25,12 @@ class HttpServer {
   int bind(const std::string& host, int port);
   /** Serves until stop(); returns false when the listener failed. */
   bool run();
+  /**
+   * Graceful shutdown, first half: /health answers 503 and new generation requests 503 with
+   * Retry-After, while requests in progress go on; returns when none is left (true) or after
+   * `seconds` (false). stop() then ends whatever remains.
+   */
+  bool drain(int seconds);
   /** Stops listening and ends the requests in progress (safe from any thread). */
   void stop();
 

@@ -143,12 +143,13 @@ void parse_sampling(const json& body, const ServedModel& m, GenRequest& r, bool 
   r.sampling = std::move(sp);
 }
 
-void parse_stop(const json& body, GenRequest& r) {
+void parse_stop(const json& body, GenRequest& r, const ServerConfig::Limits& lim) {
   if (const json* s = field(body, "stop")) {
     if (s->is_string()) {
       r.stop.push_back(s->get<std::string>());
     } else if (s->is_array()) {
-      if (s->size() > 16) bad("stop", "'stop' takes at most 16 strings");
+      if (s->size() > static_cast<size_t>(lim.max_stop))
+        bad("stop", fmt::format("'stop' takes at most {} strings (server.limits.max_stop)", lim.max_stop));
       for (const json& x : *s) {
         if (!x.is_string()) bad("stop", "'stop' must be a string or an array of strings");
         r.stop.push_back(x.get<std::string>());
@@ -160,14 +161,20 @@ void parse_stop(const json& body, GenRequest& r) {
   }
   if (const json* s = field(body, "stop_token_ids")) {
     if (!s->is_array()) bad("stop_token_ids", "'stop_token_ids' must be an array of token ids");
+    if (s->size() > static_cast<size_t>(lim.max_stop))
+      bad("stop_token_ids",
+          fmt::format("'stop_token_ids' takes at most {} ids (server.limits.max_stop)", lim.max_stop));
     r.stop_ids = id_array(*s, "stop_token_ids");
   }
 }
 
-void parse_chat(json& body, GenRequest& r) {
+void parse_chat(json& body, GenRequest& r, const ServerConfig::Limits& lim) {
   const json* msgs = field(body, "messages");
   if (!msgs) bad("messages", "'messages' is required");
   if (!msgs->is_array() || msgs->empty()) bad("messages", "'messages' must be a non-empty array of messages");
+  if (msgs->size() > static_cast<size_t>(lim.max_messages))
+    bad("messages", fmt::format("'messages' holds {} messages; the limit is {} (server.limits.max_messages)",
+                                msgs->size(), lim.max_messages));
   for (size_t i = 0; i < msgs->size(); ++i) {
     const json& m = (*msgs)[i];
     const std::string p = fmt::format("messages[{}]", i);
@@ -191,6 +198,15 @@ void parse_chat(json& body, GenRequest& r) {
   }
   const json* tools = field(body, "tools");
   if (tools && !tools->is_array()) bad("tools", "'tools' must be an array of tool definitions");
+  if (tools && tools->size() > static_cast<size_t>(lim.max_tools))
+    bad("tools",
+        fmt::format("'tools' holds {} tools; the limit is {} (server.limits.max_tools)", tools->size(), lim.max_tools));
+  if (tools) {
+    const size_t bytes = tools->dump().size();
+    if (bytes > lim.max_tools_bytes)
+      bad("tools", fmt::format("'tools' is {} bytes as JSON; the limit is {} (server.limits.max_tools_bytes)", bytes,
+                               lim.max_tools_bytes));
+  }
   if (tools)
     for (size_t i = 0; i < tools->size(); ++i) {
       const json& t = (*tools)[i];
@@ -282,7 +298,8 @@ size_t json_depth(std::string_view text) {
   return deepest;
 }
 
-std::optional<ApiRequest> parse_request(std::string_view text, bool chat, const ModelLookup& lookup, ApiError* error) {
+std::optional<ApiRequest> parse_request(std::string_view text, bool chat, const ModelLookup& lookup,
+                                        const ServerConfig::Limits& limits, ApiError* error) {
   json body;
   if (json_depth(text) > kMaxJsonDepth) {
     *error = {400, fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth), "",
@@ -319,17 +336,20 @@ std::optional<ApiRequest> parse_request(std::string_view text, bool chat, const 
       if (!out.stream) bad("stream_options", "'stream_options' is only allowed with 'stream': true");
       out.include_usage = boolean(*so, "include_usage").value_or(false);
     }
-    if (auto n = integer(body, "n", 1, 16)) r->n = static_cast<uint32_t>(*n);
-    auto mt = integer(body, "max_tokens", 1, INT32_MAX);
-    if (auto mct = integer(body, "max_completion_tokens", 1, INT32_MAX)) mt = mct;
+    if (auto n = integer(body, "n", 1, limits.max_n)) r->n = static_cast<uint32_t>(*n);
+    const int64_t most = limits.max_tokens > 0 ? limits.max_tokens : INT32_MAX;
+    auto mt = integer(body, "max_tokens", 1, most);
+    if (auto mct = integer(body, "max_completion_tokens", 1, most)) mt = mct;
     if (mt) r->max_tokens = static_cast<uint32_t>(*mt);
+    r->max_prompt_tokens = static_cast<uint32_t>(limits.max_prompt_tokens);
+    r->max_output_tokens = static_cast<uint32_t>(limits.max_tokens);
     if (const json* u = field(body, "user"); u && !u->is_string()) bad("user", "'user' must be a string");
     r->ignore_eos = boolean(body, "ignore_eos").value_or(false);
     r->skip_special = boolean(body, "skip_special_tokens").value_or(true);
     parse_sampling(body, *out.model, *r, chat);
-    parse_stop(body, *r);
+    parse_stop(body, *r, limits);
     if (chat)
-      parse_chat(body, *r);
+      parse_chat(body, *r, limits);
     else
       parse_prompt(body, *r);
     out.gen = std::move(r);

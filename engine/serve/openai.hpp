@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/config.hpp"
 #include "parse/message.hpp"
 #include "serve/request.hpp"
 
@@ -46,7 +47,8 @@ inline constexpr size_t kMaxJsonDepth = 64;
 size_t json_depth(std::string_view text);
 
 /** Parses and checks a body; nullopt with `error` set when it is refused. */
-std::optional<ApiRequest> parse_request(std::string_view body, bool chat, const ModelLookup& lookup, ApiError* error);
+std::optional<ApiRequest> parse_request(std::string_view body, bool chat, const ModelLookup& lookup,
+                                        const ServerConfig::Limits& limits, ApiError* error);
 
 /** What one choice has produced so far (non-streaming answers are assembled from pieces). */
 struct ChoiceOut {

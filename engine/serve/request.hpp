@@ -44,6 +44,8 @@ struct GenRequest {
   uint32_t n = 1;                                ///< choices per prompt
   sched::SamplingParams sampling;                ///< seed: choice i of prompt p uses seed + p * n + i
   std::optional<uint32_t> max_tokens;            ///< none: up to the context (and the model's default)
+  uint32_t max_prompt_tokens = 0;                ///< server.limits (0: the context)
+  uint32_t max_output_tokens = 0;                ///< server.limits.max_tokens, which caps the default too (0: none)
   std::vector<std::string> stop;
   std::vector<int32_t> stop_ids;
   bool ignore_eos = false;

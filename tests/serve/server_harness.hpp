@@ -142,6 +142,7 @@ class Server {
     return text;
   }
   int port() const { return port_; }
+  bool drain(int seconds) { return http_->drain(seconds); }
   double metric(const std::string& name) const {
     auto r = client().Get("/metrics");
     if (!r) return -1;

@@ -265,6 +265,70 @@ TEST(Serve, ControlTokensInChatTextAreText) {
   EXPECT_EQ(count(ids, 2), 1) << ids.dump();
 }
 
+TEST(Serve, EveryLimitIsA400NamingIt) {
+  ServerConfig sc;
+  sc.limits.max_messages = 2;
+  sc.limits.max_n = 2;
+  sc.limits.max_stop = 1;
+  sc.limits.max_tools = 1;
+  sc.limits.max_tools_bytes = 300;
+  sc.limits.max_prompt_tokens = 12;
+  sc.limits.max_tokens = 5;
+  Server s(sc);
+  const json user = {{"role", "user"}, {"content", "hi"}};
+  const json tool = {{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}};
+  const auto expect = [&](const std::string& path, json body, const std::string& param, const std::string& limit) {
+    int st = 0;
+    const json r = s.post(path, body, &st);
+    EXPECT_EQ(st, 400) << body.dump() << " -> " << r.dump();
+    EXPECT_EQ(r["error"]["param"], param) << r.dump();
+    EXPECT_NE(r["error"]["message"].get<std::string>().find(limit), std::string::npos) << r.dump();
+  };
+  const std::string chat = "/v1/chat/completions", cmpl = "/v1/completions";
+  expect(chat, {{"messages", {user, user, user}}}, "messages", "max_messages");
+  expect(chat, {{"messages", {user}}, {"n", 3}}, "n", "[1, 2]");
+  expect(chat, {{"messages", {user}}, {"stop", {"a", "b"}}}, "stop", "max_stop");
+  expect(chat, {{"messages", {user}}, {"stop_token_ids", {1, 2}}}, "stop_token_ids", "max_stop");
+  expect(chat, {{"messages", {user}}, {"tools", {tool, tool}}}, "tools", "max_tools");
+  json big = tool;
+  big["function"]["description"] = std::string(400, 'x');
+  expect(chat, {{"messages", {user}}, {"tools", {big}}}, "tools", "max_tools_bytes");
+  expect(cmpl, {{"prompt", "Once upon a time there was a little girl named Lily who loved to play"}}, "prompt",
+         "max_prompt_tokens");
+  expect(cmpl, {{"prompt", "Once"}, {"max_tokens", 6}}, "max_tokens", "[1, 5]");
+  // Within the limits it answers, and max_tokens defaults to the limit.
+  int st = 0;
+  const json ok = s.post(cmpl, {{"prompt", "Once"}, {"ignore_eos", true}}, &st);
+  EXPECT_EQ(st, 200) << ok.dump();
+  EXPECT_EQ(ok["usage"]["completion_tokens"], 5);
+}
+
+TEST(Serve, DrainFinishesWhatRunsAndRefusesWhatComes) {
+  Server s;
+  std::atomic<bool> started{false};
+  std::string streamed;
+  bool done = false;
+  std::thread slow([&] {
+    std::vector<json> events;
+    streamed =
+        s.stream("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 400}, {"ignore_eos", true}, {"temperature", 0}},
+                 &events, &done);
+  });
+  for (int i = 0; i < 500 && s.metric("kiln_requests_in_flight") < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::future<bool> drained = std::async(std::launch::async, [&] { return s.drain(30); });
+  for (int i = 0; i < 500 && s.client().Get("/health")->status != 503; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(s.client().Get("/health")->status, 503);
+  auto refused = s.client().Post("/v1/completions", R"({"prompt": "x", "max_tokens": 1})", "application/json");
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_FALSE(refused->get_header_value("Retry-After").empty());
+  EXPECT_TRUE(drained.get());
+  slow.join();
+  EXPECT_TRUE(done);  // the stream in progress ran to its end
+  EXPECT_FALSE(streamed.empty());
+}
+
 TEST(Serve, ErrorsNameTheField) {
   ServerConfig sc;
   sc.max_request_bytes = 4096;
