@@ -305,7 +305,6 @@ TEST(Serve, EveryLimitIsA400NamingIt) {
 
 TEST(Serve, DrainFinishesWhatRunsAndRefusesWhatComes) {
   Server s;
-  std::atomic<bool> started{false};
   std::string streamed;
   bool done = false;
   std::thread slow([&] {
@@ -327,6 +326,52 @@ TEST(Serve, DrainFinishesWhatRunsAndRefusesWhatComes) {
   slow.join();
   EXPECT_TRUE(done);  // the stream in progress ran to its end
   EXPECT_FALSE(streamed.empty());
+}
+
+TEST(Serve, TwoHundredFiftySixStreamsWithAThirdHangingUp) {
+  ModelConfig mc = model_config();
+  mc.max_seqs = 64;
+  Server s({}, mc);
+  const int unique = 48, N = 256;
+  const auto body = [](int u) {
+    return json{{"prompt", "Once upon a time " + std::string(static_cast<size_t>(u % 7), '!') + std::to_string(u)},
+                {"max_tokens", 16 + (u * 13) % 64},
+                {"temperature", u % 2 ? 1.0 : 0.0},
+                {"seed", 1000 + u},
+                {"ignore_eos", true}};
+  };
+  std::vector<std::string> alone(unique);
+  for (int u = 0; u < unique; ++u) alone[static_cast<size_t>(u)] = s.stream("/v1/completions", body(u));
+  std::vector<std::future<std::pair<bool, std::string>>> runs;
+  for (int i = 0; i < N; ++i)
+    runs.push_back(std::async(std::launch::async, [&, i] {
+      const int u = (i * 7) % unique;
+      if (i % 3 == 0) {  // hangs up after a few chunks
+        auto c = s.client();
+        json b = body(u);
+        b["stream"] = true;
+        int chunks = 0;
+        post_streaming(c, "/v1/completions", b.dump(), [&](const char*, size_t) { return ++chunks < 2 + i % 5; });
+        return std::make_pair(false, std::string());
+      }
+      return std::make_pair(true, s.stream("/v1/completions", body(u)));
+    }));
+  int completed = 0;
+  for (int i = 0; i < N; ++i) {
+    auto [kept, text] = runs[static_cast<size_t>(i)].get();
+    if (!kept) continue;
+    ++completed;
+    EXPECT_EQ(text, alone[static_cast<size_t>((i * 7) % unique)]) << "request " << i;
+  }
+  EXPECT_GT(completed, 160);
+  bool freed = false;
+  for (int i = 0; i < 500 && !freed; ++i) {
+    freed = s.metric("kiln_kv_blocks_used") == 0 && s.metric("kiln_running_sequences") == 0 &&
+            s.metric("kiln_requests_in_flight") == 0 && s.metric("kiln_queue_depth") == 0;
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(freed);
+  EXPECT_EQ(s.client().Get("/health")->status, 200);
 }
 
 TEST(Serve, ErrorsNameTheField) {
