@@ -104,9 +104,15 @@ class FaultyDevice : public backend::Device {
   }
   /** The n-th wait() from now fails (1: the next one); 0: none. */
   void fail_wait(uint32_t n) { countdown_ = n; }
+  /** The n-th allocate() from now throws out-of-memory (1: the next one); 0: none. */
+  void fail_allocate(uint32_t n) { alloc_countdown_ = n; }
   const backend::DeviceInfo& info() const override { return info_; }
   backend::MemoryInfo memory() const override { return inner_.memory(); }
-  std::unique_ptr<backend::Buffer> allocate(size_t b, backend::BufferUsage u) override { return inner_.allocate(b, u); }
+  std::unique_ptr<backend::Buffer> allocate(size_t b, backend::BufferUsage u) override {
+    if (alloc_countdown_ && --alloc_countdown_ == 0)
+      throw backend::BackendError(backend::BackendError::Kind::out_of_memory, "[backend faulty] injected allocation failure");
+    return inner_.allocate(b, u);
+  }
   std::unique_ptr<backend::Buffer> import_host(void* p, size_t b) override { return inner_.import_host(p, b); }
   backend::Support supports_op(const backend::Node& n) const override { return inner_.supports_op(n); }
   backend::DeviceLimits limits(uint32_t bt) const override { return inner_.limits(bt); }
@@ -123,7 +129,7 @@ class FaultyDevice : public backend::Device {
  private:
   backend::Device& inner_;
   backend::DeviceInfo info_;
-  std::atomic<uint32_t> countdown_{0};
+  std::atomic<uint32_t> countdown_{0}, alloc_countdown_{0};
 };
 
 class FaultyBackend : public backend::Backend {

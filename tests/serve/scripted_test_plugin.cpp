@@ -2,7 +2,8 @@
 // [max_context, vocab], holds at row p the logits for the token after position p, so greedy
 // decoding reproduces whatever token sequence the test wrote there (tool calls, reasoning) and the
 // whole serving path (parsers, streaming deltas) runs end to end on exact, known output. Model type
-// "kiln_test_scripted"; config.json: vocab_size, max_context. It keeps no cache.
+// "kiln_test_scripted"; config.json: vocab_size, max_context, throw_at_tokens (build_graph throws
+// for batches of that many tokens: a plugin failing, for fault-injection tests). It keeps no cache.
 #include <kiln/plugin.hpp>
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@ class ScriptedModel : public kiln::Model {
     const auto c = nlohmann::json::parse(info.config_json);
     V_ = c.at("vocab_size").get<int64_t>();
     P_ = c.at("max_context").get<int64_t>();
+    throw_at_ = c.value("throw_at_tokens", 0u);
   }
   kiln::ModelHparams hparams() const override {
     kiln::ModelHparams h;
@@ -33,13 +35,16 @@ class ScriptedModel : public kiln::Model {
     c.kind = KILN_CACHE_NONE;
     return c;
   }
-  void build_graph(kiln::GraphBuilder& g, const kiln_batch_desc&) override {
+  void build_graph(kiln::GraphBuilder& g, const kiln_batch_desc& batch) override {
+    if (throw_at_ && batch.n_tokens == throw_at_)
+      throw kiln::Error(KILN_ERR_INTERNAL, "[test_scripted] injected failure building a graph");
     kiln_tensor x = g.op(KILN_OP_GET_ROWS, {g.required("script.weight"), g.input("positions")});
     g.output(g.op(KILN_OP_GET_ROWS, {x, g.input("logits_rows")}));
   }
 
  private:
   int64_t V_ = 0, P_ = 0;
+  uint32_t throw_at_ = 0;
 };
 
 const char* const kTypes[] = {"kiln_test_scripted", nullptr};
