@@ -8,6 +8,16 @@
 namespace kiln::model {
 namespace {
 
+/** A float metadata value as an integer: truncated, and clamped (a cast out of range, NaN included,
+ *  is undefined behaviour; a crafted file must not reach it). */
+int64_t saturate_to_int(double v) {
+  if (!(v == v)) return 0;
+  if (v >= 9.2e18) return INT64_MAX;
+  if (v <= -9.2e18) return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+
+
 // ggml tensor type ids (ggml.h); only the ones kiln reads.
 bool ggml_type_to_dtype(uint32_t t, DType* out) {
   switch (t) {
@@ -88,12 +98,12 @@ double read_number(Cursor& c, GgufType t, int64_t* as_int, const char* what) {
     case GgufType::boolean: return static_cast<double>(*as_int = c.read<uint8_t>(what) ? 1 : 0);
     case GgufType::f32: {
       const double v = c.read<float>(what);
-      *as_int = static_cast<int64_t>(v);
+      *as_int = saturate_to_int(v);
       return v;
     }
     case GgufType::f64: {
       const double v = c.read<double>(what);
-      *as_int = static_cast<int64_t>(v);
+      *as_int = saturate_to_int(v);
       return v;
     }
     default: return 0;

@@ -406,7 +406,8 @@ void HttpServer::Impl::detokenize(const httplib::Request& req, httplib::Response
   }
   text::DecodeOptions o;
   o.skip_special = !body.contains("skip_special_tokens") || body["skip_special_tokens"] != false;
-  res.set_content(json{{"prompt", m->tokenizer()->decode(ids, o)}}.dump(), "application/json");
+  res.set_content(json{{"prompt", m->tokenizer()->decode(ids, o)}}.dump(-1, ' ', false, json::error_handler_t::replace),
+                  "application/json");
 }
 
 void HttpServer::Impl::routes() {

@@ -13,13 +13,19 @@ namespace kiln::serve {
 
 using nlohmann::json;
 
+namespace {
+/** JSON text of a response; any invalid UTF-8 (none should reach here) becomes U+FFFD, not an exception. */
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+}  // namespace
+
 std::string error_json(const ApiError& e) {
   json j = {{"error",
              {{"message", e.message},
               {"type", e.type},
               {"param", e.param.empty() ? json(nullptr) : json(e.param)},
               {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
-  return j.dump();
+  // Messages may quote request bytes (a JSON parse error does): invalid UTF-8 becomes U+FFFD.
+  return dump(j);
 }
 
 namespace {
@@ -308,7 +314,7 @@ std::optional<ApiRequest> parse_request(std::string_view text, bool chat, const 
   }
   try {
     body = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax, or a number out of range
     *error = {400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_request_error", ""};
     return std::nullopt;
   }
@@ -401,7 +407,7 @@ std::string ResponseWriter::logprobs_json(const std::vector<sched::Sampled>& lps
       }
       content.push_back({{"token", t}, {"logprob", finite(s.logprob)}, {"bytes", bytes(t)}, {"top_logprobs", top}});
     }
-    return json{{"content", content}, {"refusal", nullptr}}.dump();
+    return dump(json{{"content", content}, {"refusal", nullptr}});
   }
   json tokens = json::array(), lp = json::array(), top = json::array(), offs = json::array();
   for (const sched::Sampled& s : lps) {
@@ -414,7 +420,7 @@ std::string ResponseWriter::logprobs_json(const std::vector<sched::Sampled>& lps
     offs.push_back(text_offset);
     text_offset += t.size();
   }
-  return json{{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top}, {"text_offset", offs}}.dump();
+  return dump(json{{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top}, {"text_offset", offs}});
 }
 
 std::string ResponseWriter::chunk(uint32_t index, const std::string& delta_or_text,
@@ -432,7 +438,7 @@ std::string ResponseWriter::chunk(uint32_t index, const std::string& delta_or_te
             {"created", created_},
             {"model", model_},
             {"choices", json::array({c})}};
-  return "data: " + j.dump() + "\n\n";
+  return "data: " + dump(j) + "\n\n";
 }
 
 std::string ResponseWriter::stream_piece(const Piece& p) {
@@ -473,7 +479,7 @@ std::string ResponseWriter::stream_end(const Usage& u) {
                 {"completion_tokens", u.completion_tokens},
                 {"total_tokens", u.prompt_tokens + u.completion_tokens},
                 {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}}}};
-    out += "data: " + j.dump() + "\n\n";
+    out += "data: " + dump(j) + "\n\n";
   }
   return out + "data: [DONE]\n\n";
 }
@@ -512,7 +518,7 @@ std::string ResponseWriter::final_body(const Usage& u) const {
               {"completion_tokens", u.completion_tokens},
               {"total_tokens", u.prompt_tokens + u.completion_tokens},
               {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}}}};
-  return j.dump();
+  return dump(j);
 }
 
 }  // namespace kiln::serve
