@@ -12,6 +12,11 @@ if(KILN_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
 endif()
+if(KILN_FUZZ)
+  # Coverage for libFuzzer in every library a fuzz target reaches (the targets themselves add
+  # -fsanitize=fuzzer); without it the fuzzers see only their own translation unit's edges.
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()
 if(KILN_TSAN)
   if(KILN_SANITIZE)
     message(FATAL_ERROR "KILN_TSAN and KILN_SANITIZE cannot be combined; use two build folders")

@@ -188,7 +188,7 @@ std::string resolve(const std::string& base_dir, const std::string& p) {
 
 ServerConfig read_server(const Section& s) {
   s.expect_map({"host", "port", "api_keys", "max_request_bytes", "max_concurrent_requests", "request_timeout_s",
-                "read_timeout_s", "drain_timeout_s", "limits"});
+                "read_timeout_s", "max_connections", "drain_timeout_s", "limits"});
   ServerConfig c;
   c.host = s.str("host", c.host);
   c.port = s.number<int>("port", c.port, 0, 65535, "a port number");
@@ -201,6 +201,7 @@ ServerConfig read_server(const Section& s) {
   c.max_concurrent_requests = s.number<int>("max_concurrent_requests", c.max_concurrent_requests, 1, 1 << 20, "an integer");
   c.request_timeout_s = s.number<int>("request_timeout_s", c.request_timeout_s, 1, 86400 * 7, "seconds");
   c.read_timeout_s = s.number<int>("read_timeout_s", c.read_timeout_s, 1, 3600, "seconds");
+  c.max_connections = s.number<int>("max_connections", c.max_connections, 1, 1 << 20, "an integer");
   c.drain_timeout_s = s.number<int>("drain_timeout_s", c.drain_timeout_s, 0, 3600, "seconds");
   if (s.has("limits")) {
     const Section l = s.section("limits");
@@ -382,6 +383,7 @@ std::string Config::to_yaml() const {
     e << YAML::Key << "max_concurrent_requests" << YAML::Value << server->max_concurrent_requests;
     e << YAML::Key << "request_timeout_s" << YAML::Value << server->request_timeout_s;
     e << YAML::Key << "read_timeout_s" << YAML::Value << server->read_timeout_s;
+    e << YAML::Key << "max_connections" << YAML::Value << server->max_connections;
     e << YAML::Key << "drain_timeout_s" << YAML::Value << server->drain_timeout_s;
     const auto& l = server->limits;
     e << YAML::Key << "limits" << YAML::Value << YAML::BeginMap;

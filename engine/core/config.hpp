@@ -35,6 +35,7 @@ struct ServerConfig {
   int max_concurrent_requests = 256;
   int request_timeout_s = 600;
   int read_timeout_s = 30;                    ///< a client must send its request (headers and body) within this
+  int max_connections = 1024;                 ///< open client connections; the longest idle beyond it are cut
   int drain_timeout_s = 30;                   ///< SIGTERM: requests in progress get this long to finish
   /** What one request may ask for; beyond each, a 400 naming the field and the limit. */
   struct Limits {

@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "serve/connection_watch.hpp"
 #include "serve/engine.hpp"
 #include "serve/metrics.hpp"
 #include "serve/openai.hpp"
@@ -149,7 +150,30 @@ struct HttpServer::Impl {
   httplib::Server svr;
   std::atomic<int> in_flight{0};
   std::atomic<bool> stopping{false};
-  std::atomic<bool> draining{false};  ///< SIGTERM: not ready, no new generation requests
+  std::atomic<bool> draining{false};
+  std::unique_ptr<ConnectionWatch> watch;  ///< started by bind(), once the port is known
+
+  /** Marks the request's connection busy for its lifetime (the watch cuts only idle ones). */
+  struct Busy {
+    ConnectionWatch* w;
+    std::string addr;
+    int port;
+    Busy(ConnectionWatch* watch, const httplib::Request& req) : w(watch), addr(req.remote_addr), port(req.remote_port) {
+      if (w) w->enter(addr, port);
+    }
+    ~Busy() {
+      if (w) w->leave(addr, port);
+    }
+    Busy(const Busy&) = delete;
+    Busy& operator=(const Busy&) = delete;
+  };
+  /** A route handler run with its connection marked busy. */
+  httplib::Server::Handler busy(std::function<void(const httplib::Request&, httplib::Response&)> fn) {
+    return [this, fn](const httplib::Request& req, httplib::Response& res) {
+      Busy b(watch.get(), req);
+      fn(req, res);
+    };
+  }  ///< SIGTERM: not ready, no new generation requests
 
   ServedModel* lookup(const std::string& name, ApiError* err) {
     if (name.empty()) {
@@ -299,6 +323,7 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
   // Streaming: server-sent events until [DONE]; a client that goes away cancels the request.
   auto writer = std::make_shared<ResponseWriter>(*api, model_name);
   auto live = std::make_shared<Liveness>(req);
+  auto streaming = std::make_shared<Busy>(watch.get(), req);  // held until the stream ends
   auto finished = std::make_shared<bool>(false);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
@@ -345,7 +370,7 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
         }
         return true;
       },
-      [api, finished, done](bool) {
+      [api, finished, done, streaming](bool) {
         api->gen->cancelled.store(true);  // no effect when it finished; frees it when the client left
         if (!*finished) done(499);
       });
@@ -459,28 +484,37 @@ void HttpServer::Impl::routes() {
     log::error("[serve] {}", what);
     send_error(res, {500, what, "", "server_error", ""});
   });
-  svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (draining.load()) {
-      res.status = 503;  // load balancers stop sending here
-      res.set_content(json{{"status", "draining"}, {"in_flight", in_flight.load()}}.dump(), "application/json");
-      return;
-    }
-    res.set_content(json{{"status", "ok"}, {"models", models.size()}}.dump(), "application/json");
-  });
-  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.render(), "text/plain; version=0.0.4");
-  });
-  svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    json data = json::array();
-    for (auto& m : models)
-      data.push_back({{"id", m->name()},
-                      {"object", "model"},
-                      {"created", m->created()},
-                      {"owned_by", "kiln"},
-                      {"max_model_len", m->max_context()},
-                      {"description", m->description()}});
-    res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
-  });
+  svr.Get("/health", busy([this](const httplib::Request&, httplib::Response& res) {
+            if (draining.load()) {
+              res.status = 503;  // load balancers stop sending here
+              res.set_content(json{{"status", "draining"}, {"in_flight", in_flight.load()}}.dump(), "application/json");
+              return;
+            }
+            res.set_content(json{{"status", "ok"}, {"models", models.size()}}.dump(), "application/json");
+          }));
+  svr.Get("/metrics", busy([this](const httplib::Request&, httplib::Response& res) {
+            std::string text = metrics.render();
+            if (watch)
+              text += fmt::format(
+                  "# HELP kiln_connections_open Client connections open.\n# TYPE kiln_connections_open gauge\n"
+                  "kiln_connections_open {}\n"
+                  "# HELP kiln_connections_cut_total Connections closed for sending no complete request within "
+                  "server.read_timeout_s, or over server.max_connections.\n# TYPE kiln_connections_cut_total counter\n"
+                  "kiln_connections_cut_total {}\n",
+                  watch->open(), watch->cut());
+            res.set_content(text, "text/plain; version=0.0.4");
+          }));
+  svr.Get("/v1/models", busy([this](const httplib::Request&, httplib::Response& res) {
+            json data = json::array();
+            for (auto& m : models)
+              data.push_back({{"id", m->name()},
+                              {"object", "model"},
+                              {"created", m->created()},
+                              {"owned_by", "kiln"},
+                              {"max_model_len", m->max_context()},
+                              {"description", m->description()}});
+            res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
+          }));
   svr.Post("/v1/chat/completions",
            [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); });
   svr.Post("/v1/completions",
@@ -499,6 +533,7 @@ HttpServer::HttpServer(std::vector<std::unique_ptr<ServedModel>> models, const S
 
 HttpServer::~HttpServer() {
   stop();
+  impl_->watch.reset();
   impl_->engines.clear();  // ends what is left, then the models go
 }
 
@@ -539,6 +574,8 @@ int HttpServer::bind(const std::string& host, int port) {
     return bound;
   }
   widen_backlog(bound);
+  impl_->watch = std::make_unique<ConnectionWatch>(bound, std::chrono::seconds(impl_->cfg.read_timeout_s),
+                                                   static_cast<size_t>(impl_->cfg.max_connections));
   return bound;
 }
 

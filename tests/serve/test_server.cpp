@@ -1,6 +1,12 @@
 // kiln serve in-process on 127.0.0.1 with the embedded stories260K (real weights) on the CPU
 // device: the OpenAI API end to end, continuous batching giving each request exactly what it gets
 // alone, errors in OpenAI's shape, cancellation freeing blocks, overload answered with 429.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <future>
 
 #include "backend/backend.hpp"
@@ -372,6 +378,43 @@ TEST(Serve, TwoHundredFiftySixStreamsWithAThirdHangingUp) {
   }
   EXPECT_TRUE(freed);
   EXPECT_EQ(s.client().Get("/health")->status, 200);
+}
+
+TEST(Serve, ASlowClientIsCutOffWithoutAffectingOthers) {
+  ServerConfig sc;
+  sc.read_timeout_s = 2;
+  Server s(sc);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(s.port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  // One byte every 200 ms: each read succeeds well within httplib's per-read timeout.
+  const std::string request =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 40\r\n\r\n{\"prompt\": \"Once\", \"max_tokens\": 2}      ";
+  std::atomic<bool> cut{false};
+  std::thread slow([&] {
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < request.size(); ++i) {
+      if (::send(fd, request.data() + i, 1, MSG_NOSIGNAL) != 1) break;
+      pollfd p{fd, POLLRDHUP, 0};
+      if (::poll(&p, 1, 200) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) break;
+    }
+    cut = std::chrono::steady_clock::now() - start < std::chrono::seconds(15);
+  });
+  // Meanwhile others are served.
+  for (int i = 0; i < 5; ++i) {
+    int st = 0;
+    s.post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 4}}, &st);
+    EXPECT_EQ(st, 200);
+  }
+  slow.join();
+  ::close(fd);
+  EXPECT_TRUE(cut) << "the slow client was not cut off";
+  EXPECT_GE(s.metric("kiln_connections_cut_total"), 1);
 }
 
 TEST(Serve, ErrorsNameTheField) {
