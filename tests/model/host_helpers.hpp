@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <random>
 #include <string>
 #include <vector>
@@ -104,6 +106,8 @@ class FaultyDevice : public backend::Device {
   }
   /** The n-th wait() from now fails (1: the next one); 0: none. */
   void fail_wait(uint32_t n) { countdown_ = n; }
+  /** Every wait() first sleeps this long (a slow device; 0: none). */
+  void slow_wait(std::chrono::milliseconds ms) { slow_ms_ = static_cast<uint32_t>(ms.count()); }
   /** The n-th allocate() from now throws out-of-memory (1: the next one); 0: none. */
   void fail_allocate(uint32_t n) { alloc_countdown_ = n; }
   const backend::DeviceInfo& info() const override { return info_; }
@@ -119,6 +123,7 @@ class FaultyDevice : public backend::Device {
   std::unique_ptr<backend::Executable> prepare(const backend::BoundGraph& g) override { return inner_.prepare(g); }
   void submit(backend::Executable& e) override { inner_.submit(e); }
   void wait(backend::Executable& e) override {
+    if (const uint32_t ms = slow_ms_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     inner_.wait(e);
     if (countdown_ && --countdown_ == 0)
       throw backend::BackendError(backend::BackendError::Kind::device, "[backend faulty] injected failure");
@@ -129,7 +134,7 @@ class FaultyDevice : public backend::Device {
  private:
   backend::Device& inner_;
   backend::DeviceInfo info_;
-  std::atomic<uint32_t> countdown_{0}, alloc_countdown_{0};
+  std::atomic<uint32_t> countdown_{0}, alloc_countdown_{0}, slow_ms_{0};
 };
 
 class FaultyBackend : public backend::Backend {

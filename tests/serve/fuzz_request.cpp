@@ -92,7 +92,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kiln::serve::Piece p;
   p.choice = 0;
   if (chat) {
-    json d = {{"content", json(body).dump() /* valid UTF-8 only: nlohmann refuses the rest */}};
+    // Chat deltas are JSON the engine made from valid UTF-8; the body's bytes as such a string.
+    json d = {{"content", json(body).dump(-1, ' ', false, json::error_handler_t::replace)}};
     p.deltas.push_back(d.dump());
   } else {
     p.text = body;

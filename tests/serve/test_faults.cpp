@@ -54,6 +54,31 @@ TEST(Faults, AnAllocationFailureFailsItsRequest) {
   EXPECT_EQ(s.client().Get("/health")->status, 200);
 }
 
+TEST(Faults, ARequestOverItsTimeIsEndedWith504) {
+  kiln::test::FaultyDevice* dev = kiln::test::faulty("cpu");
+  ASSERT_NE(dev, nullptr);
+  ServerConfig sc;
+  sc.request_timeout_s = 1;
+  Server s(sc, model_config(), dev->info().id);
+  dev->slow_wait(std::chrono::milliseconds(20));  // 100 steps: 2 s
+  int st = 0;
+  const json r = s.post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 100}, {"ignore_eos", true}}, &st);
+  EXPECT_EQ(st, 504) << r.dump();
+  EXPECT_EQ(r["error"]["code"], "timeout");
+  std::vector<json> events;
+  bool done = false;
+  s.stream("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 100}, {"ignore_eos", true}}, &events, &done);
+  ASSERT_FALSE(events.empty());
+  EXPECT_TRUE(events.back().contains("error")) << events.back().dump();  // an error event, then [DONE]
+  EXPECT_TRUE(done);
+  dev->slow_wait(std::chrono::milliseconds(0));
+  for (int i = 0; i < 200 && s.metric("kiln_kv_blocks_used") != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(s.metric("kiln_kv_blocks_used"), 0);
+  s.post("/v1/completions", kShort, &st);
+  EXPECT_EQ(st, 200);
+}
+
 TEST(Faults, APluginThatThrowsFailsItsRequest) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("kiln_faulty_" + std::to_string(::getpid()))).string();
