@@ -1,7 +1,7 @@
 #include "serve/control_tokens.hpp"
 
 #include <algorithm>
-#include <array>
+#include <cctype>
 #include <nlohmann/json.hpp>
 
 namespace kiln::serve {
@@ -12,43 +12,115 @@ using nlohmann::json;
 constexpr std::string_view kOpen = "\xEF\xB7\x90";   // U+FDD0
 constexpr std::string_view kClose = "\xEF\xB7\x91";  // U+FDD1
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
-constexpr size_t kUnclosedSpan = 64;  // longer than any control token's text
+
+/** A byte trie of the control tokens' texts (forward, or reversed for suffixes). */
+class Trie {
+ public:
+  Trie() : nodes_(1) {}
+  void add(std::string_view s) {
+    int32_t n = 0;
+    for (unsigned char ch : s) {
+      int32_t next = child(n, ch);
+      if (next < 0) {
+        next = static_cast<int32_t>(nodes_.size());
+        nodes_[static_cast<size_t>(n)].next.emplace_back(ch, next);
+        nodes_.emplace_back();
+      }
+      n = next;
+    }
+    nodes_[static_cast<size_t>(n)].terminal = true;
+  }
+  /** Length of the longest token that `s` starts with (0: none). */
+  size_t longest_at(std::string_view s) const {
+    size_t best = 0;
+    int32_t n = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      n = child(n, static_cast<unsigned char>(s[i]));
+      if (n < 0) break;
+      if (nodes_[static_cast<size_t>(n)].terminal) best = i + 1;
+    }
+    return best;
+  }
+  /** Whether `s` (non-empty) is a proper prefix of a token: all of it walks the trie. */
+  bool proper_prefix(std::string_view s) const {
+    int32_t n = 0;
+    for (unsigned char ch : s)
+      if ((n = child(n, ch)) < 0) return false;
+    return !nodes_[static_cast<size_t>(n)].next.empty();
+  }
+
+ private:
+  struct Node {
+    std::vector<std::pair<unsigned char, int32_t>> next;
+    bool terminal = false;
+  };
+  int32_t child(int32_t n, unsigned char ch) const {
+    for (const auto& [c, to] : nodes_[static_cast<size_t>(n)].next)
+      if (c == ch) return to;
+    return -1;
+  }
+  std::vector<Node> nodes_;
+};
 
 struct Controls {
-  std::array<std::vector<const std::string*>, 256> by_first;  // longest first
+  Trie forward, backward;
+  size_t longest = 0;
   explicit Controls(const std::vector<std::string>& all) {
-    for (const std::string& c : all)
-      if (!c.empty()) by_first[static_cast<unsigned char>(c[0])].push_back(&c);
-    for (auto& v : by_first)
-      std::sort(v.begin(), v.end(), [](const std::string* a, const std::string* b) { return a->size() > b->size(); });
+    for (const std::string& c : all) {
+      if (c.empty()) continue;
+      forward.add(c);
+      backward.add(std::string(c.rbegin(), c.rend()));
+      longest = std::max(longest, c.size());
+    }
   }
 };
 
+/** `\ufdd0` / `\ufdd1` written out in ASCII (any case): an escaped mark, as unmark reads them. */
+size_t escaped_mark_at(std::string_view rest) {
+  if (rest.size() < 6 || rest[0] != '\\' || (rest[1] != 'u' && rest[1] != 'U')) return 0;
+  std::string hex(rest.substr(2, 4));
+  std::transform(hex.begin(), hex.end(), hex.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return hex == "fdd0" || hex == "fdd1" ? 6 : 0;
+}
+
+void wrap(std::string& out, std::string_view text) {
+  out += kOpen;
+  out += text;
+  out += kClose;
+}
+
 std::string mark(const std::string& s, const Controls& c) {
   std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const std::string_view rest(s.data() + i, s.size() - i);
+  out.reserve(s.size() + 8);
+  // A string that starts with the end of a control token (or ends with its start) could make one
+  // when a template prints it next to another request string: those pieces are marked too, so a
+  // token spanning the joint overlaps a mark and stays text.
+  size_t head = 0;
+  for (size_t k = std::min(c.longest, s.size()); k >= 1 && !head; --k) {
+    std::string rev(s.rend() - static_cast<std::ptrdiff_t>(k), s.rend());
+    if (c.backward.proper_prefix(rev)) head = k;
+  }
+  size_t tail = 0;
+  for (size_t k = std::min(c.longest, s.size() - head); k >= 1 && !tail; --k)
+    if (c.forward.proper_prefix(std::string_view(s).substr(s.size() - k))) tail = k;
+  if (head) wrap(out, std::string_view(s).substr(0, head));
+  const size_t end = s.size() - tail;
+  for (size_t i = head; i < end;) {
+    const std::string_view rest(s.data() + i, end - i);
     if (rest.starts_with(kOpen) || rest.starts_with(kClose)) {  // the marks are ours alone
       out += kReplacement;
       i += kOpen.size();
-      continue;
-    }
-    const std::string* hit = nullptr;
-    for (const std::string* t : c.by_first[static_cast<unsigned char>(s[i])])
-      if (rest.starts_with(*t)) {
-        hit = t;
-        break;
-      }
-    if (hit) {
-      out += kOpen;
-      out += *hit;
-      out += kClose;
-      i += hit->size();
+    } else if (escaped_mark_at(rest)) {  // so are their escaped spellings (see unmark)
+      out += "\\ufffd";
+      i += 6;
+    } else if (const size_t n = c.forward.longest_at(rest)) {
+      wrap(out, rest.substr(0, n));
+      i += n;
     } else {
       out += s[i++];
     }
   }
+  if (tail) wrap(out, std::string_view(s).substr(end));
   return out;
 }
 
@@ -67,14 +139,34 @@ void mark_all(json& v, const Controls& c) {
   }
 }
 
+/** Tool-call arguments sent as JSON text are parsed by the renderer (escapes decoded) after this
+ *  runs, so they are parsed here first and their strings marked like any other. */
+void parse_tool_arguments(json& body) {
+  auto msgs = body.find("messages");
+  if (msgs == body.end() || !msgs->is_array()) return;
+  for (json& m : *msgs) {
+    if (!m.is_object()) continue;
+    auto calls = m.find("tool_calls");
+    if (calls == m.end() || !calls->is_array()) continue;
+    for (json& call : *calls) {
+      if (!call.is_object()) continue;
+      auto fn = call.find("function");
+      if (fn == call.end() || !fn->is_object()) continue;
+      auto args = fn->find("arguments");
+      if (args == fn->end() || !args->is_string()) continue;
+      json parsed = json::parse(args->get_ref<const std::string&>(), nullptr, false);
+      if (!parsed.is_discarded() && parsed.is_object()) *args = std::move(parsed);
+    }
+  }
+}
+
 /** A mark at `i` (raw, or \u-escaped by a JSON filter with ensure_ascii): its length, else 0. */
 size_t mark_at(const std::string& t, size_t i, bool open) {
   const std::string_view rest(t.data() + i, t.size() - i);
   if (rest.starts_with(open ? kOpen : kClose)) return kOpen.size();
-  if (rest.size() >= 6 && rest[0] == '\\' && (rest[1] == 'u' || rest[1] == 'U')) {
-    std::string hex(rest.substr(2, 4));
-    std::transform(hex.begin(), hex.end(), hex.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    if (hex == (open ? "fdd0" : "fdd1")) return 6;
+  if (escaped_mark_at(rest)) {
+    const char last = static_cast<char>(std::tolower(static_cast<unsigned char>(rest[5])));
+    if (last == (open ? '0' : '1')) return 6;
   }
   return 0;
 }
@@ -83,19 +175,25 @@ size_t mark_at(const std::string& t, size_t i, bool open) {
 
 std::string mark_control_tokens(std::string_view request_json, const std::vector<std::string>& controls) {
   json body = json::parse(request_json);
+  parse_tool_arguments(body);
   mark_all(body, Controls(controls));
   return body.dump();
 }
 
-std::vector<std::pair<size_t, size_t>> unmark_control_tokens(std::string& text) {
+std::vector<std::pair<size_t, size_t>> unmark_control_tokens(std::string& text, size_t longest) {
   std::vector<std::pair<size_t, size_t>> ranges;
   std::string out;
   out.reserve(text.size());
   size_t open_at = std::string::npos;
+  // A template that cut request text between the marks (a slice) leaves an open mark: what follows
+  // it, up to the longest control token, stays text.
+  const auto unclosed = [&] {
+    if (open_at != std::string::npos && out.size() > open_at)
+      ranges.emplace_back(open_at, std::min(out.size(), open_at + longest));
+  };
   for (size_t i = 0; i < text.size();) {
     if (size_t n = mark_at(text, i, true)) {
-      if (open_at != std::string::npos && out.size() > open_at)  // unclosed (see below)
-        ranges.emplace_back(open_at, std::min(out.size(), open_at + kUnclosedSpan));
+      unclosed();
       open_at = out.size();
       i += n;
     } else if (size_t m = mark_at(text, i, false)) {
@@ -106,12 +204,18 @@ std::vector<std::pair<size_t, size_t>> unmark_control_tokens(std::string& text) 
       out += text[i++];
     }
   }
-  // A template that cut request text between the marks (a slice) leaves an open mark: what follows
-  // it, up to the longest control token, stays text.
-  if (open_at != std::string::npos && out.size() > open_at)
-    ranges.emplace_back(open_at, std::min(out.size(), open_at + kUnclosedSpan));
+  unclosed();
+  // Ranges may overlap where an unclosed one ran on: merge (the tokenizer wants them disjoint).
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<size_t, size_t>> merged;
+  for (const auto& r : ranges) {
+    if (!merged.empty() && r.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  }
   text = std::move(out);
-  return ranges;
+  return merged;
 }
 
 }  // namespace kiln::serve

@@ -4,7 +4,10 @@
 // token: only the template's own text produces control tokens.
 //
 // Before rendering, every occurrence of a control token's text in the request's strings is wrapped
-// in two Unicode noncharacters (U+FDD0 … U+FDD1; any the request holds become U+FFFD). Templates
+// in two Unicode noncharacters (U+FDD0 … U+FDD1; any the request holds become U+FFFD, and their
+// \u-escaped spellings \ufffd), and so is a string's start that is the end of a control token and
+// its end that is a token's start (two request strings printed side by side cannot join into one).
+// Tool-call arguments sent as JSON text are parsed first (the renderer decodes their escapes). Templates
 // copy request text through unchanged (or JSON-encode it, which keeps or \u-escapes the marks), so
 // after rendering the marks show where request text put a control token's characters; they are
 // removed (the render is then byte-identical to an unmarked one) and their ranges given to the
@@ -22,7 +25,9 @@ namespace kiln::serve {
 /** The request JSON with each control token's text in its strings (keys included) marked. */
 std::string mark_control_tokens(std::string_view request_json, const std::vector<std::string>& controls);
 
-/** Removes the marks from a rendered prompt; returns the byte ranges they enclosed, in order. */
-std::vector<std::pair<std::size_t, std::size_t>> unmark_control_tokens(std::string& text);
+/** Removes the marks from a rendered prompt; returns the byte ranges they enclosed (sorted,
+ *  disjoint). An unclosed mark covers what follows it up to `longest` bytes (the longest control
+ *  token's text). */
+std::vector<std::pair<std::size_t, std::size_t>> unmark_control_tokens(std::string& text, std::size_t longest = 64);
 
 }  // namespace kiln::serve

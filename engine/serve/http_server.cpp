@@ -210,14 +210,17 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
     metrics.request_done("", err.status);
     return send_error(res, err);
   }
+  // Admission: at most max_concurrent_requests generation requests at once, none while draining
+  // (counted first, so that drain() never sees 0 while a request is being admitted).
+  const int before = in_flight.fetch_add(1);
   if (draining.load()) {
+    in_flight.fetch_sub(1);
     res.set_header("Retry-After", "5");
     metrics.request_done(parsed->model->name(), 503);
     return send_error(
         res, {503, "the server is shutting down; retry on another replica", "", "server_error", "shutting_down"});
   }
-  // Admission: at most max_concurrent_requests generation requests at once.
-  if (in_flight.fetch_add(1) >= cfg.max_concurrent_requests) {
+  if (before >= cfg.max_concurrent_requests) {
     in_flight.fetch_sub(1);
     res.set_header("Retry-After", "1");
     metrics.request_done(parsed->model->name(), 429);
@@ -515,12 +518,14 @@ void HttpServer::Impl::routes() {
                               {"description", m->description()}});
             res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
           }));
+  // Every route runs with its connection marked busy: the connection watch cuts only connections
+  // that are not inside a handler (streams stay busy until they end, see generate()).
   svr.Post("/v1/chat/completions",
-           [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); });
+           busy([this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); }));
   svr.Post("/v1/completions",
-           [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, false); });
-  svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
-  svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
+           busy([this](const httplib::Request& req, httplib::Response& res) { generate(req, res, false); }));
+  svr.Post("/tokenize", busy([this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); }));
+  svr.Post("/detokenize", busy([this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); }));
 }
 
 HttpServer::HttpServer(std::vector<std::unique_ptr<ServedModel>> models, const ServerConfig& server)

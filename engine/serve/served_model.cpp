@@ -15,6 +15,7 @@
 #include "parse/pipeline.hpp"
 #include "plugin/registry.hpp"
 #include "serve/control_tokens.hpp"
+#include "text/utf8.hpp"
 
 namespace kiln::serve {
 namespace {
@@ -144,7 +145,16 @@ std::vector<int32_t> ServedModel::encode_chat(std::string_view request_json, std
   std::string text =
       template_->render_request(guard ? mark_control_tokens(request_json, controls_) : std::string(request_json));
   text::EncodeOptions eo;
-  if (guard) eo.text_only = unmark_control_tokens(text);
+  if (guard) {
+    size_t longest = 1;
+    for (const std::string& c : controls_) longest = std::max(longest, c.size());
+    eo.text_only = unmark_control_tokens(text, longest);
+    // The tokenizer drops text-only ranges from text it must repair: fail closed instead.
+    if (!text::utf8::is_valid(text))
+      throw_error(
+          "[serve] the rendered prompt is not valid UTF-8; the request's text cannot be kept apart from "
+          "the template's control tokens");
+  }
   std::vector<int32_t> ids = tokenizer_->encode(text, eo);
   if (rendered) *rendered = std::move(text);
   return ids;

@@ -296,13 +296,15 @@ struct Encoder {
     std::string n;
     normalize(d, s, n);
     if (d.added_normalized.empty()) { pretokenize(n, at_origin); return; }
+    segment_identity = n == s;  // then positions in n are positions in the input
     with_added(d.added_normalized, n, [&](std::string_view t, std::size_t off) { pretokenize(t, at_origin && off == 0); },
                segment_offset, true);
   }
 
   bool allow_special = true;
   const std::vector<std::pair<std::size_t, std::size_t>>* text_only = nullptr;
-  std::size_t segment_offset = 0;  // where the segment being normalised starts in the input
+  std::size_t segment_offset = 0, segment_len = 0;  // the segment being normalised, in the input
+  bool segment_identity = false;                     // normalising left it unchanged
 
   /** Whether [b, e) of the input overlaps a text-only range. */
   bool in_text_only(std::size_t b, std::size_t e) const {
@@ -326,7 +328,8 @@ struct Encoder {
       const AddedTokenSpec& t = d.added[static_cast<std::size_t>(k)];
       // Positions in a normalised segment do not map back to the input: a text-only range anywhere
       // in the segment keeps its special tokens text.
-      const bool text_here = normalized ? in_text_only(base, base + n) : in_text_only(base + i, base + end);
+      const bool text_here = normalized && !segment_identity ? in_text_only(base, base + segment_len)
+                                                             : in_text_only(base + i, base + end);
       if (t.special && (!allow_special || text_here)) { i = end; continue; }
       if (t.single_word) {
         bool left_ok = true, right_ok = true;
@@ -426,8 +429,9 @@ void Tokenizer::encode_append(std::string_view text, std::vector<TokenId>& out, 
   // Ranges index the text as given; a lossy UTF-8 repair moves them, so then none applies (request
   // text arrives as valid UTF-8 through JSON).
   e.text_only = repaired.empty() ? &opts.text_only : nullptr;
+  e.segment_len = text.size();
   if (d.added_raw.empty()) e.segment(text, true);
-  else e.with_added(d.added_raw, text, [&](std::string_view t, std::size_t off) { e.segment_offset = off; e.segment(t, off == 0); });
+  else e.with_added(d.added_raw, text, [&](std::string_view t, std::size_t off) { e.segment_offset = off; e.segment_len = t.size(); e.segment(t, off == 0); });
   if (opts.add_special) out.insert(out.end(), d.post_suffix.begin(), d.post_suffix.end());
 }
 

@@ -2,12 +2,13 @@
 // arbitrary bytes written as a GGUF file (and as a safetensors file beside a llama config.json):
 // opening and loading must fail with an error, never crash or read out of bounds. The seeds are
 // the embedded stories260K GGUF's header region, so mutations reach tensor tables and metadata.
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include "core/error.hpp"
 #include "model/model_host.hpp"

@@ -6,12 +6,11 @@
 //   - control-token marking round-trips: unmarking a marked string gives the string back (with
 //     noncharacters replaced) and each range holds a control token.
 // The first byte picks chat or completions; the model is the embedded stories260K on the CPU.
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "plugin/registry.hpp"

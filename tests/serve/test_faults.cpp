@@ -20,6 +20,7 @@ TEST(Faults, ADeviceErrorFailsItsStepAndNothingElse) {
   int st = 0;
   const std::string before = s.post("/v1/completions", kShort, &st)["choices"][0]["text"];
   ASSERT_EQ(st, 200);
+  dev->slow_wait(std::chrono::milliseconds(5));  // 400 steps: the three are surely running together
   std::vector<std::future<int>> running;
   for (int i = 0; i < 3; ++i)
     running.push_back(std::async(std::launch::async, [&] {
@@ -27,13 +28,17 @@ TEST(Faults, ADeviceErrorFailsItsStepAndNothingElse) {
       s.post("/v1/completions", kLong, &code);
       return code;
     }));
-  for (int i = 0; i < 500 && s.metric("kiln_running_sequences") < 3; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (int i = 0; i < 2000 && s.metric("kiln_running_sequences") < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(s.metric("kiln_running_sequences"), 3);
   dev->fail_wait(1);
   for (auto& f : running) EXPECT_EQ(f.get(), 500);
+  dev->slow_wait(std::chrono::milliseconds(0));
   EXPECT_EQ(s.client().Get("/health")->status, 200);
   EXPECT_EQ(s.post("/v1/completions", kShort, &st)["choices"][0]["text"], before);
   EXPECT_EQ(st, 200);
+  for (int i = 0; i < 200 && s.metric("kiln_kv_blocks_used") != 0; ++i)  // gauges follow the step
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(s.metric("kiln_kv_blocks_used"), 0);
 }
 
