@@ -16,7 +16,28 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool endpoint(const sockaddr_storage& ss, std::string* addr, int* port) {
+std::string key(const std::string& addr, int port) {
+  return addr + " " + std::to_string(port);
+}
+
+/** The peer of an accepted connection of the server on `port`, or "" for any other descriptor. */
+std::string peer_of(int fd, int port) {
+  std::string la, pa;
+  int lp = 0, pp = 0;
+  if (!socket_end(fd, false, &la, &lp) || lp != port) return "";
+  int listening = 0;
+  socklen_t len = sizeof listening;
+  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || listening) return "";
+  if (!socket_end(fd, true, &pa, &pp)) return "";
+  return key(pa, pp);
+}
+
+}  // namespace
+
+bool socket_end(int fd, bool peer, std::string* addr, int* port) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if ((peer ? getpeername : getsockname)(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
   char buf[INET6_ADDRSTRLEN] = {};
   if (ss.ss_family == AF_INET) {
     const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
@@ -32,27 +53,6 @@ bool endpoint(const sockaddr_storage& ss, std::string* addr, int* port) {
   *addr = buf;
   return true;
 }
-
-std::string key(const std::string& addr, int port) {
-  return addr + " " + std::to_string(port);
-}
-
-/** The peer of an accepted connection of the server on `port`, or "" for any other descriptor. */
-std::string peer_of(int fd, int port) {
-  sockaddr_storage local{}, peer{};
-  socklen_t ll = sizeof local, pl = sizeof peer;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) return "";
-  std::string la, pa;
-  int lp = 0, pp = 0;
-  if (!endpoint(local, &la, &lp) || lp != port) return "";
-  int listening = 0;
-  socklen_t len = sizeof listening;
-  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || listening) return "";
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0 || !endpoint(peer, &pa, &pp)) return "";
-  return key(pa, pp);
-}
-
-}  // namespace
 
 ConnectionWatch::ConnectionWatch(int port, std::chrono::milliseconds idle_limit, size_t max_connections)
     : port_(port), idle_limit_(idle_limit), max_connections_(max_connections) {

@@ -18,6 +18,9 @@
 
 namespace kiln::serve {
 
+/** The address and port of a socket's remote (`peer`) or local end; false when it has none. */
+bool socket_end(int fd, bool peer, std::string* addr, int* port);
+
 class ConnectionWatch {
  public:
   ConnectionWatch(int port, std::chrono::milliseconds idle_limit, size_t max_connections);

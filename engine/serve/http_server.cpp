@@ -48,30 +48,10 @@ class Liveness {
   }
 
  private:
-  static bool endpoint(const sockaddr_storage& ss, std::string* addr, int* port) {
-    char buf[INET6_ADDRSTRLEN] = {};
-    if (ss.ss_family == AF_INET) {
-      const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-      inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
-      *port = ntohs(a->sin_port);
-    } else if (ss.ss_family == AF_INET6) {
-      const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-      inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
-      *port = ntohs(a->sin6_port);
-    } else {
-      return false;
-    }
-    *addr = buf;
-    return true;
-  }
   bool matches(int fd) const {
-    sockaddr_storage peer{}, local{};
-    socklen_t pl = sizeof peer, ll = sizeof local;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) return false;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) return false;
     std::string pa, la;
     int pp = 0, lp = 0;
-    if (!endpoint(peer, &pa, &pp) || !endpoint(local, &la, &lp)) return false;
+    if (!socket_end(fd, true, &pa, &pp) || !socket_end(fd, false, &la, &lp)) return false;
     return pp == req_.remote_port && lp == req_.local_port && pa == req_.remote_addr && la == req_.local_addr;
   }
   bool find() {
@@ -559,12 +539,9 @@ void widen_backlog(int port) {
     int listening = 0;
     socklen_t len = sizeof listening;
     if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
-    sockaddr_storage ss{};
-    socklen_t sl = sizeof ss;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl) != 0) continue;
-    const int p = ss.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port)
-                  : ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                                             : -1;
+    std::string a;
+    int p = -1;
+    if (!socket_end(fd, false, &a, &p)) continue;
     if (p == port) ::listen(fd, SOMAXCONN);
   }
   closedir(d);
