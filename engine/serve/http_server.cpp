@@ -1,10 +1,8 @@
 #include "serve/http_server.hpp"
 
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <fmt/format.h>
 #include <httplib.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
