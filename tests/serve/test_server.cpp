@@ -10,6 +10,7 @@
 #include <future>
 
 #include "backend/backend.hpp"
+#include "host_helpers.hpp"
 #include "server_harness.hpp"
 
 namespace kiln::serve::test {
@@ -483,7 +484,11 @@ TEST(Serve, ApiKeysAreRequiredWhenConfigured) {
 }
 
 TEST(Serve, DisconnectCancelsAndFreesBlocks) {
-  Server s;
+  // Slow steps (500 tokens: over a second), so the client surely leaves mid-generation.
+  kiln::test::FaultyDevice* dev = kiln::test::faulty("cpu");
+  ASSERT_NE(dev, nullptr);
+  Server s({}, model_config(), dev->info().id);
+  dev->slow_wait(std::chrono::milliseconds(3));
   for (bool streamed : {true, false}) {
     std::atomic<int> chunks{0};
     std::thread t([&] {
@@ -510,6 +515,7 @@ TEST(Serve, DisconnectCancelsAndFreesBlocks) {
     EXPECT_LT(s.metric("kiln_generated_tokens_total"), 500 * 2);
   }
   EXPECT_GE(s.metric("kiln_requests_cancelled_total"), 2);
+  dev->slow_wait(std::chrono::milliseconds(0));
 }
 
 TEST(Serve, OverloadGets429WithRetryAfter) {
