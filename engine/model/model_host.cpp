@@ -62,6 +62,16 @@ ModelHost::ModelHost(Checkpoint ckpt, const Component& component, const HostOpti
   if (!model_)
     throw_error("[model] the '{}' plugin cannot create a model from {}: {}", component.name, ckpt_.path(),
                 kiln_error_text(err, "create"));
+  // A constructor that throws runs no destructor: the plugin's model is destroyed here then.
+  struct DestroyOnThrow {
+    const kiln_model_vtable* vt;
+    void*& model;
+    bool armed = true;
+    ~DestroyOnThrow() {
+      if (armed && model) vt->destroy(model);
+      if (armed) model = nullptr;
+    }
+  } guard{vt_, model_};
   hp_.struct_size = sizeof(hp_);  // structs the plugin fills are sized by the host (ABI.md)
   if (vt_->hparams(model_, &hp_, &err) != KILN_OK)
     throw_error("[model] {}: hparams: {}", component.name, kiln_error_text(err, "hparams"));
@@ -82,6 +92,7 @@ ModelHost::ModelHost(Checkpoint ckpt, const Component& component, const HostOpti
   // A graph for the smallest batch, built (not run) now: a plugin that cannot build its graph for
   // this checkpoint fails here, at load, naming what is wrong, rather than at the first request.
   probe_graph();
+  guard.armed = false;
   stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log::info(
       "[model] {} ({}) on {}: {} tensors, {} of weights ({} mapped without copy, {} kept on the host), {} of cache, "
