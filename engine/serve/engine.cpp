@@ -248,7 +248,6 @@ void Engine::retire(bool cancellations) {
   for (auto& c : st_->live) {
     if (cancellations && !c->done && !c->finish && c->r->cancelled.load(std::memory_order_relaxed)) {
       c->done = true;  // nobody reads its output any more
-      if (c->index == 0) metrics_.cancelled(model_.name());
     }
     if (!c->removed && (c->finish || c->done || c->seq.failed)) {
       st_->sched.remove(&c->seq);

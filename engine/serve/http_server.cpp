@@ -221,9 +221,11 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
     void end(int status) {
       if (ended) return;
       ended = true;
-      self->in_flight.fetch_sub(1);
-      self->metrics.in_flight(-1);
+      // Counted before the in-flight gauge drops, so a reader who sees 0 in flight sees the count.
       self->metrics.request_done(model, status);
+      if (status == 499) self->metrics.cancelled(model);
+      self->metrics.in_flight(-1);
+      self->in_flight.fetch_sub(1);
       Usage u;
       {
         std::lock_guard lock(gen->mu);

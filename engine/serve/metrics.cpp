@@ -81,7 +81,7 @@ std::string Metrics::render() const {
   counter("kiln_prompt_tokens_total", "Prompt tokens of admitted requests.",
           [](const PerModel& p) { return p.prompt_tokens; });
   counter("kiln_generated_tokens_total", "Tokens generated.", [](const PerModel& p) { return p.generated_tokens; });
-  counter("kiln_requests_cancelled_total", "Requests whose client went away before the end.",
+  counter("kiln_requests_cancelled_total", "Generation requests whose client went away before the end (HTTP 499).",
           [](const PerModel& p) { return p.cancelled; });
   counter("kiln_preemptions_total", "Sequences preempted (recomputed later) because the KV cache was full.",
           [](const PerModel& p) { return p.gauges.preemptions; });

@@ -144,7 +144,10 @@ TEST(Serve, PreemptionUnderATinyCacheKeepsOutputsExact) {
   mc.cache.block_tokens = 16;
   mc.cache.memory_bytes = 24 * 16 * 1280;  // 1280 bytes of f32 K and V per token
   mc.max_context = 256;
-  Server s({}, mc);
+  // Slow steps, so that the eight surely overlap (the scheduler's own test needs no timing).
+  kiln::test::FaultyDevice* dev = kiln::test::faulty("cpu");
+  ASSERT_NE(dev, nullptr);
+  Server s({}, mc, dev->info().id);
   const int N = 8;
   const auto body = [](int i) {
     return json{{"prompt", "Once upon a time " + std::to_string(i)},
@@ -154,10 +157,12 @@ TEST(Serve, PreemptionUnderATinyCacheKeepsOutputsExact) {
   };
   std::vector<std::string> alone(N);
   for (int i = 0; i < N; ++i) alone[i] = s.post("/v1/completions", body(i))["choices"][0]["text"];
+  dev->slow_wait(std::chrono::milliseconds(2));
   std::vector<std::future<json>> together;
   for (int i = 0; i < N; ++i)
     together.push_back(std::async(std::launch::async, [&, i] { return s.post("/v1/completions", body(i)); }));
   for (int i = 0; i < N; ++i) EXPECT_EQ(together[i].get()["choices"][0]["text"], alone[i]) << i;
+  dev->slow_wait(std::chrono::milliseconds(0));
   EXPECT_GT(s.metric("kiln_preemptions_total"), 0);
   for (int i = 0; i < 200 && s.metric("kiln_kv_blocks_used") != 0; ++i)  // gauges follow the step
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
