@@ -205,11 +205,12 @@ std::vector<std::pair<size_t, size_t>> unmark_control_tokens(std::string& text, 
     }
   }
   unclosed();
-  // Ranges may overlap where an unclosed one ran on: merge (the tokenizer wants them disjoint).
+  // Ranges may overlap where an unclosed one ran on: merge those (the tokenizer wants them disjoint;
+  // touching ones stay apart, each holding its own token).
   std::sort(ranges.begin(), ranges.end());
   std::vector<std::pair<size_t, size_t>> merged;
   for (const auto& r : ranges) {
-    if (!merged.empty() && r.first <= merged.back().second)
+    if (!merged.empty() && r.first < merged.back().second)
       merged.back().second = std::max(merged.back().second, r.second);
     else
       merged.push_back(r);
