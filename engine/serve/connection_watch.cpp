@@ -34,6 +34,16 @@ std::string peer_of(int fd, int port) {
 
 }  // namespace
 
+std::vector<int> open_descriptors() {
+  std::vector<int> fds;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d))
+      if (const int fd = std::atoi(e->d_name); fd > 2) fds.push_back(fd);
+    closedir(d);
+  }
+  return fds;
+}
+
 bool socket_end(int fd, bool peer, std::string* addr, int* port) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
@@ -95,15 +105,8 @@ void ConnectionWatch::run() {
 void ConnectionWatch::scan() {
   // Descriptors first, without the lock (the kernel calls are the slow part).
   std::vector<std::pair<std::string, int>> found;
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (dirent* e = readdir(d)) {
-      const int fd = std::atoi(e->d_name);
-      if (fd <= 2) continue;
-      std::string k = peer_of(fd, port_);
-      if (!k.empty()) found.emplace_back(std::move(k), fd);
-    }
-    closedir(d);
-  }
+  for (int fd : open_descriptors())
+    if (std::string k = peer_of(fd, port_); !k.empty()) found.emplace_back(std::move(k), fd);
   const Clock::time_point now = Clock::now();
   std::vector<std::pair<std::string, int>> to_cut;
   {

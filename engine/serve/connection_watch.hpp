@@ -15,11 +15,14 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace kiln::serve {
 
 /** The address and port of a socket's remote (`peer`) or local end; false when it has none. */
 bool socket_end(int fd, bool peer, std::string* addr, int* port);
+/** This process's open descriptors above stderr (httplib 0.11 hides its sockets; they are found here). */
+std::vector<int> open_descriptors();
 
 class ConnectionWatch {
  public:

@@ -1,6 +1,5 @@
 #include "serve/http_server.hpp"
 
-#include <dirent.h>
 #include <fmt/format.h>
 #include <httplib.h>
 #include <poll.h>
@@ -55,16 +54,11 @@ class Liveness {
   bool find() {
     if (searched_) return false;
     searched_ = true;
-    DIR* d = opendir("/proc/self/fd");
-    if (!d) return false;
-    while (dirent* e = readdir(d)) {
-      const int fd = std::atoi(e->d_name);
-      if (fd > 2 && matches(fd)) {
+    for (int fd : open_descriptors())
+      if (matches(fd)) {
         fd_ = fd;
         break;
       }
-    }
-    closedir(d);
     return fd_ >= 0;
   }
 
@@ -175,6 +169,8 @@ struct HttpServer::Impl {
   }
 
   void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  /** The body and model of a /tokenize or /detokenize request, or null with the error sent. */
+  ServedModel* tokenizer_request(const httplib::Request& req, httplib::Response& res, json* body);
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
   void routes();
@@ -359,14 +355,25 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
       });
 }
 
+ServedModel* HttpServer::Impl::tokenizer_request(const httplib::Request& req, httplib::Response& res, json* body) {
+  if (!object_body(req, res, body)) return nullptr;
+  ApiError err;
+  ServedModel* m = lookup(body->value("model", ""), &err);
+  if (!m) {
+    send_error(res, err);
+    return nullptr;
+  }
+  if (!m->tokenizer()) {
+    send_error(res, {400, "this model has no tokenizer", "model", "invalid_request_error", ""});
+    return nullptr;
+  }
+  return m;
+}
+
 void HttpServer::Impl::tokenize(const httplib::Request& req, httplib::Response& res) {
   json body;
-  if (!object_body(req, res, &body)) return;
-  ApiError err;
-  ServedModel* m = lookup(body.value("model", ""), &err);
-  if (!m) return send_error(res, err);
-  if (!m->tokenizer())
-    return send_error(res, {400, "this model has no tokenizer", "model", "invalid_request_error", ""});
+  ServedModel* m = tokenizer_request(req, res, &body);
+  if (!m) return;
   try {
     std::vector<int32_t> ids;
     if (body.contains("messages")) {
@@ -396,12 +403,8 @@ void HttpServer::Impl::tokenize(const httplib::Request& req, httplib::Response& 
 
 void HttpServer::Impl::detokenize(const httplib::Request& req, httplib::Response& res) {
   json body;
-  if (!object_body(req, res, &body)) return;
-  ApiError err;
-  ServedModel* m = lookup(body.value("model", ""), &err);
-  if (!m) return send_error(res, err);
-  if (!m->tokenizer())
-    return send_error(res, {400, "this model has no tokenizer", "model", "invalid_request_error", ""});
+  ServedModel* m = tokenizer_request(req, res, &body);
+  if (!m) return;
   const auto it = body.find("tokens");
   if (it == body.end() || !it->is_array())
     return send_error(res, {400, "'tokens' must be an array of token ids", "tokens", "invalid_request_error", ""});
@@ -531,11 +534,7 @@ namespace {
  * socket is found by its local port among our listening sockets.
  */
 void widen_backlog(int port) {
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return;
-  while (dirent* e = readdir(d)) {
-    const int fd = std::atoi(e->d_name);
-    if (fd <= 2) continue;
+  for (int fd : open_descriptors()) {
     int listening = 0;
     socklen_t len = sizeof listening;
     if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
@@ -544,7 +543,6 @@ void widen_backlog(int port) {
     if (!socket_end(fd, false, &a, &p)) continue;
     if (p == port) ::listen(fd, SOMAXCONN);
   }
-  closedir(d);
 }
 
 }  // namespace

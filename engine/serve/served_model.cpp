@@ -96,6 +96,7 @@ ServedModel::ServedModel(const ModelConfig& config, const BackendConfig& backend
   if (!config.tool_parser.empty())
     tools_ = &parse::find_parser(registry, KILN_COMPONENT_TOOL_PARSER, config.tool_parser);
   if (tokenizer_) controls_ = tokenizer_->special_token_texts();
+  for (const std::string& c : controls_) longest_control_ = std::max(longest_control_, c.size());
   for (int64_t id : gen.stop_tokens) stop_ids_.push_back(static_cast<int32_t>(id));
   if (tokenizer_ && tokenizer_->eos_id() &&
       std::find(stop_ids_.begin(), stop_ids_.end(), *tokenizer_->eos_id()) == stop_ids_.end())
@@ -146,9 +147,7 @@ std::vector<int32_t> ServedModel::encode_chat(std::string_view request_json, std
       template_->render_request(guard ? mark_control_tokens(request_json, controls_) : std::string(request_json));
   text::EncodeOptions eo;
   if (guard) {
-    size_t longest = 1;
-    for (const std::string& c : controls_) longest = std::max(longest, c.size());
-    eo.text_only = unmark_control_tokens(text, longest);
+    eo.text_only = unmark_control_tokens(text, longest_control_);
     // The tokenizer drops text-only ranges from text it must repair: fail closed instead.
     if (!text::utf8::is_valid(text))
       throw_error(

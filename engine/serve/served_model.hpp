@@ -75,6 +75,7 @@ class ServedModel {
   const Component* tools_ = nullptr;
   std::vector<int32_t> stop_ids_;
   std::vector<std::string> controls_;  ///< the tokenizer's special tokens' texts
+  size_t longest_control_ = 1;         ///< bytes of the longest of them
   sched::SamplingParams defaults_;
   uint32_t default_max_tokens_ = 256;
   uint64_t cache_tokens_ = 0;
