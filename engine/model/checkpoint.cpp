@@ -59,7 +59,14 @@ json gguf_value_to_json(const GgufValue& v) {
     if (v.elem == GgufType::string) return v.strs;
     json a = json::array();
     const bool integral = v.elem != GgufType::f32 && v.elem != GgufType::f64;
-    for (double d : v.nums) integral ? a.push_back(static_cast<int64_t>(d)) : a.push_back(d);
+    for (double d : v.nums) {
+      if (v.elem == GgufType::boolean)
+        a.push_back(d != 0);  // e.g. gemma4.attention.sliding_window_pattern
+      else if (integral)
+        a.push_back(static_cast<int64_t>(d));
+      else
+        a.push_back(d);
+    }
     return a;
   }
   if (v.type == GgufType::boolean) return v.i != 0;

@@ -162,6 +162,14 @@ void GgufWriter::add_i32s(const std::string& k, const std::vector<int32_t>& v) {
   for (int32_t x : v) put<int32_t>(kv_, x);
   ++n_kv_;
 }
+void GgufWriter::add_bools(const std::string& k, const std::vector<bool>& v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 9);
+  put<uint32_t>(kv_, 7);
+  put<uint64_t>(kv_, v.size());
+  for (bool b : v) put<uint8_t>(kv_, b ? 1 : 0);
+  ++n_kv_;
+}
 void GgufWriter::add_tensor(WriterTensor t) {
   tensors_.push_back(std::move(t));
 }

@@ -36,6 +36,7 @@ class GgufWriter {
   void add_strings(const std::string& key, const std::vector<std::string>& v);
   void add_f32s(const std::string& key, const std::vector<float>& v);
   void add_i32s(const std::string& key, const std::vector<int32_t>& v);
+  void add_bools(const std::string& key, const std::vector<bool>& v);
   void add_tensor(WriterTensor t);
   /** The file as bytes (alignment 32). */
   std::vector<uint8_t> bytes() const;

@@ -47,6 +47,8 @@ ModelHost::ModelHost(Checkpoint ckpt, const Component& component, const HostOpti
     c.dtype = to_kiln(t.dtype);
     c.ndim = static_cast<uint32_t>(std::min<size_t>(t.shape.size(), KILN_MAX_DIMS));
     for (uint32_t i = 0; i < c.ndim; ++i) c.shape[i] = t.shape[i];
+    c.data = t.data;
+    c.nbytes = t.nbytes;
     tensors.push_back(c);
   }
   kiln_model_create_info info{};

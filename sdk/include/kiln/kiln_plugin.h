@@ -23,7 +23,7 @@ extern "C" {
 
 /** ABI version. Major: incompatible change. Minor: additions only (new ops, fields, entries). */
 #define KILN_ABI_MAJOR 2
-#define KILN_ABI_MINOR 0
+#define KILN_ABI_MINOR 1
 
 #if defined(_WIN32)
 #define KILN_EXPORT __declspec(dllexport)
@@ -384,6 +384,10 @@ typedef struct kiln_checkpoint_tensor {
   uint32_t dtype;                /**< kiln_dtype; KILN_DTYPE_ANY for storage-only types (integers, f64) */
   uint32_t ndim;
   int64_t shape[KILN_MAX_DIMS];  /**< row-major, outermost first */
+  /* ABI 2.1: */
+  const void* data;              /**< the bytes as stored (valid while the model lives; e.g. a small
+                                      table of constants such as GGUF rope_freqs); null from older hosts */
+  uint64_t nbytes;
 } kiln_checkpoint_tensor;
 
 /** What the host tells a model at creation. */

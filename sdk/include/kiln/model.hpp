@@ -9,6 +9,7 @@
 #include <kiln/kiln_plugin.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <kiln/graph.hpp>
 #include <kiln/plugin.hpp>
@@ -35,6 +36,8 @@ struct CheckpointTensor {
   std::string_view name;
   kiln_dtype dtype = KILN_DTYPE_ANY;  ///< KILN_DTYPE_ANY for storage-only types (integers, f64)
   std::vector<int64_t> shape;
+  const void* data = nullptr;  ///< the stored bytes (hosts of ABI 2.1 on; null before)
+  uint64_t nbytes = 0;
 };
 
 /**
@@ -76,6 +79,10 @@ struct ModelInfo {
         c.name = view(t->name);
         c.dtype = static_cast<kiln_dtype>(t->dtype);
         c.shape.assign(t->shape, t->shape + std::min<uint32_t>(t->ndim, KILN_MAX_DIMS));
+        if (info->tensor_stride >= offsetof(kiln_checkpoint_tensor, nbytes) + sizeof(t->nbytes)) {
+          c.data = t->data;
+          c.nbytes = t->nbytes;
+        }
         mi.tensors.push_back(std::move(c));
       }
     }

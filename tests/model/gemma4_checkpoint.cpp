@@ -1,0 +1,337 @@
+#include "gemma4_checkpoint.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "model/checkpoint_writer.hpp"
+
+namespace kiln::test {
+namespace {
+
+using nlohmann::json;
+
+/** One tensor under its Hugging Face text-model name, without the "model." prefix. */
+struct Tensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+  bool matrix = true;  ///< stored in Gemma4Spec::dtype (vectors stay f32)
+};
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+/** n values uniform in [lo, hi) from a generator seeded by the tensor's name: order-independent. */
+std::vector<float> uniform(const std::string& key, size_t n, float lo, float hi) {
+  uint64_t x = fnv1a(key) | 1;
+  std::vector<float> v(n);
+  for (float& f : v) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
+    f = lo + (hi - lo) * static_cast<float>((x >> 40) * (1.0 / 16777216.0));
+  }
+  return v;
+}
+
+bool kv_shared_layer(const Gemma4Spec& s, int l) {
+  return l >= s.layers - s.kv_shared;
+}
+
+std::vector<Tensor> make_tensors(const Gemma4Spec& s) {
+  std::vector<Tensor> ts;
+  const int64_t H = s.hidden, V = s.vocab, L = s.layers, P = s.ple;
+  auto numel = [](const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return static_cast<size_t>(n);
+  };
+  // Linear weights with std ≈ 0.14 so attention is peaked and the window matters; norms and the
+  // learned scalars away from 1 so a missing multiply shows (§9.3).
+  auto mat = [&](const std::string& name, std::vector<int64_t> shape) {
+    ts.push_back({name, shape, uniform(s.name + name, numel(shape), -0.25f, 0.25f), true});
+  };
+  auto scales = [&](const std::string& name, std::vector<int64_t> shape, float mul = 1.0f) {
+    std::vector<float> v = uniform(s.name + name, numel(shape), 0.5f, 1.5f);
+    for (float& f : v) f *= mul;
+    ts.push_back({name, shape, std::move(v), false});
+  };
+  mat("embed_tokens.weight", {V, H});
+  scales("norm.weight", {H}, s.final_norm);
+  if (P) {
+    mat("embed_tokens_per_layer.weight", {V, L * P});
+    mat("per_layer_model_projection.weight", {L * P, H});
+    scales("per_layer_projection_norm.weight", {P});
+  }
+  for (int l = 0; l < s.layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    const bool sliding = s.sliding[static_cast<size_t>(l)];
+    const int64_t d = sliding ? s.head_dim : s.global_head_dim;
+    const bool k_eq_v = !sliding && s.k_eq_v;
+    const int64_t kv = k_eq_v ? s.global_kv_heads : s.kv_heads;
+    const bool shared = kv_shared_layer(s, l);
+    const int64_t ff = shared && s.double_wide ? 2 * s.inter : s.inter;
+    scales(p + "input_layernorm.weight", {H});
+    mat(p + "self_attn.q_proj.weight", {s.heads * d, H});
+    if (!shared || s.shared_kv_weights) {
+      mat(p + "self_attn.k_proj.weight", {kv * d, H});
+      if (!k_eq_v) mat(p + "self_attn.v_proj.weight", {kv * d, H});
+      scales(p + "self_attn.k_norm.weight", {d});
+    }
+    mat(p + "self_attn.o_proj.weight", {H, s.heads * d});
+    scales(p + "self_attn.q_norm.weight", {d});
+    scales(p + "post_attention_layernorm.weight", {H});
+    scales(p + "pre_feedforward_layernorm.weight", {H});
+    scales(p + "post_feedforward_layernorm.weight", {H});
+    mat(p + "mlp.gate_proj.weight", {ff, H});
+    mat(p + "mlp.up_proj.weight", {ff, H});
+    mat(p + "mlp.down_proj.weight", {H, ff});
+    scales(p + "layer_scalar", {1});
+    if (P) {
+      mat(p + "per_layer_input_gate.weight", {P, H});
+      mat(p + "per_layer_projection.weight", {H, P});
+      scales(p + "post_per_layer_input_norm.weight", {H});
+    }
+    if (s.moe) {
+      const int64_t E = s.experts, I = s.expert_inter;
+      mat(p + "router.proj.weight", {E, H});
+      scales(p + "router.scale", {H});
+      scales(p + "router.per_expert_scale", {E});
+      mat(p + "experts.gate_up_proj", {E, 2 * I, H});
+      mat(p + "experts.down_proj", {E, H, I});
+      scales(p + "pre_feedforward_layernorm_2.weight", {H});
+      scales(p + "post_feedforward_layernorm_1.weight", {H});
+      scales(p + "post_feedforward_layernorm_2.weight", {H});
+    }
+  }
+  return ts;
+}
+
+json text_config(const Gemma4Spec& s) {
+  json types = json::array();
+  for (bool sl : s.sliding) types.push_back(sl ? "sliding_attention" : "full_attention");
+  json c = {
+      {"model_type", "gemma4_text"},
+      {"vocab_size", s.vocab},
+      {"hidden_size", s.hidden},
+      {"intermediate_size", s.inter},
+      {"num_hidden_layers", s.layers},
+      {"num_attention_heads", s.heads},
+      {"num_key_value_heads", s.kv_heads},
+      {"head_dim", s.head_dim},
+      {"global_head_dim", s.global_head_dim},
+      {"attention_k_eq_v", s.k_eq_v},
+      {"num_global_key_value_heads", s.k_eq_v ? json(s.global_kv_heads) : json(nullptr)},
+      {"layer_types", types},
+      {"sliding_window", s.window},
+      {"rope_parameters",
+       {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+        {"full_attention",
+         {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1000000.0}}}}},
+      {"max_position_embeddings", 1024},
+      {"rms_norm_eps", 1e-6},
+      {"hidden_activation", "gelu_pytorch_tanh"},
+      {"final_logit_softcapping", s.softcap > 0 ? json(s.softcap) : json(nullptr)},
+      {"tie_word_embeddings", true},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"hidden_size_per_layer_input", s.ple},
+      {"vocab_size_per_layer_input", s.vocab},
+      {"num_kv_shared_layers", s.kv_shared},
+      {"use_double_wide_mlp", s.double_wide},
+      {"enable_moe_block", s.moe},
+      {"num_experts", s.moe ? json(s.experts) : json(nullptr)},
+      {"top_k_experts", s.moe ? json(s.top_k) : json(nullptr)},
+      {"moe_intermediate_size", s.moe ? json(s.expert_inter) : json(nullptr)},
+      {"use_bidirectional_attention", nullptr},
+      {"pad_token_id", 0},
+      {"bos_token_id", 2},
+      {"eos_token_id", json::array({1, 106})},
+      {"torch_dtype", "float32"},
+  };
+  return c;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  model::write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+}  // namespace
+
+Gemma4Spec gemma4_kitchen_sink() {
+  Gemma4Spec s;
+  s.name = "kitchen_sink";
+  return s;
+}
+
+Gemma4Spec gemma4_31b_like() {
+  Gemma4Spec s;
+  s.name = "31b_like";
+  s.kv_shared = 0;
+  s.ple = 0;
+  s.moe = false;
+  s.double_wide = false;
+  s.final_norm = 6.0f;
+  s.text_only = true;
+  return s;
+}
+
+Gemma4Spec gemma4_e4b_like() {
+  Gemma4Spec s;
+  s.name = "e4b_like";
+  s.k_eq_v = false;
+  s.moe = false;
+  s.double_wide = false;
+  s.shared_kv_weights = true;
+  return s;
+}
+
+std::vector<Gemma4Spec> gemma4_variants() {
+  return {gemma4_kitchen_sink(), gemma4_31b_like(), gemma4_e4b_like()};
+}
+
+void write_gemma4_hf(const Gemma4Spec& s, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  const std::string prefix = s.text_only ? "model." : "model.language_model.";
+  std::vector<model::WriterTensor> out;
+  for (Tensor& t : make_tensors(s)) {
+    const DType dt = t.matrix ? s.dtype : DType::f32;
+    out.push_back({prefix + t.name, dt, t.shape, model::encode_f32(t.values, dt)});
+  }
+  json config;
+  if (s.text_only) {
+    config = text_config(s);
+    config["architectures"] = {"Gemma4ForCausalLM"};
+  } else {
+    // The released wrapper: vision weights ride along and must be skipped.
+    for (const char* v : {"model.vision_tower.encoder.layers.0.mlp.down_proj.linear.weight",
+                          "model.embed_vision.embedding_projection.weight"})
+      out.push_back({v, DType::f32, {4, 8}, model::encode_f32(uniform(v, 32, -1, 1), DType::f32)});
+    config = {{"architectures", {"Gemma4ForConditionalGeneration"}},
+              {"model_type", "gemma4"},
+              {"text_config", text_config(s)},
+              {"vision_config", {{"model_type", "gemma4_vision"}, {"hidden_size", 8}}},
+              {"audio_config", nullptr},
+              {"boi_token_id", 255999},
+              {"eoi_token_id", 258882},
+              {"image_token_id", 258880},
+              {"eos_token_id", json::array({1, 106})},
+              {"tie_word_embeddings", true},
+              {"transformers_version", "5.5.0"}};
+  }
+  model::write_safetensors(dir + "/model.safetensors", out, {{"format", "pt"}});
+  write_text(dir + "/config.json", config.dump(2));
+  const json gen = {{"bos_token_id", 2}, {"eos_token_id", {1, 106, 50}}, {"pad_token_id", 0},
+                    {"do_sample", true}, {"temperature", 1.0},           {"top_k", 64},
+                    {"top_p", 0.95}};
+  write_text(dir + "/generation_config.json", gen.dump(2));
+}
+
+namespace {
+
+/** llama.cpp's GGUF name of a text-model tensor (conversion/gemma.py, Gemma4Model). */
+std::string gguf_name(const std::string& hf) {
+  static const std::pair<const char*, const char*> kGlobal[] = {
+      {"embed_tokens.weight", "token_embd.weight"},
+      {"norm.weight", "output_norm.weight"},
+      {"embed_tokens_per_layer.weight", "per_layer_token_embd.weight"},
+      {"per_layer_model_projection.weight", "per_layer_model_proj.weight"},
+      {"per_layer_projection_norm.weight", "per_layer_proj_norm.weight"}};
+  static const std::pair<const char*, const char*> kLayer[] = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+      {"layer_scalar", "layer_output_scale.weight"},
+      {"per_layer_input_gate.weight", "inp_gate.weight"},
+      {"per_layer_projection.weight", "proj.weight"},
+      {"post_per_layer_input_norm.weight", "post_norm.weight"},
+      {"router.proj.weight", "ffn_gate_inp.weight"},
+      {"router.scale", "ffn_gate_inp.scale"},
+      {"router.per_expert_scale", "ffn_down_exps.scale"},
+      {"experts.gate_up_proj", "ffn_gate_up_exps.weight"},
+      {"experts.down_proj", "ffn_down_exps.weight"},
+      {"pre_feedforward_layernorm_2.weight", "pre_ffw_norm_2.weight"},
+      {"post_feedforward_layernorm_1.weight", "post_ffw_norm_1.weight"},
+      {"post_feedforward_layernorm_2.weight", "post_ffw_norm_2.weight"}};
+  for (const auto& [h, g] : kGlobal)
+    if (hf == h) return g;
+  if (hf.rfind("layers.", 0) == 0) {
+    const size_t dot = hf.find('.', 7);
+    const std::string rest = hf.substr(dot + 1);
+    for (const auto& [h, g] : kLayer)
+      if (rest == h) return "blk." + hf.substr(7, dot - 7) + "." + g;
+  }
+  throw std::runtime_error("no GGUF name for " + hf);
+}
+
+}  // namespace
+
+void write_gemma4_gguf(const Gemma4Spec& s, const std::string& path) {
+  model::GgufWriter g;
+  const std::string a = "gemma4.";
+  g.add_string("general.architecture", "gemma4");
+  g.add_string("general.name", "tiny gemma4 " + s.name);
+  g.add_u32(a + "block_count", static_cast<uint32_t>(s.layers));
+  g.add_u32(a + "context_length", 1024);
+  g.add_u32(a + "embedding_length", static_cast<uint32_t>(s.hidden));
+  if (s.double_wide) {
+    std::vector<int32_t> ff;
+    for (int l = 0; l < s.layers; ++l) ff.push_back(kv_shared_layer(s, l) ? 2 * s.inter : s.inter);
+    g.add_i32s(a + "feed_forward_length", ff);
+  } else {
+    g.add_u32(a + "feed_forward_length", static_cast<uint32_t>(s.inter));
+  }
+  g.add_u32(a + "attention.head_count", static_cast<uint32_t>(s.heads));
+  if (s.k_eq_v) {
+    std::vector<int32_t> kv;
+    for (bool sl : s.sliding) kv.push_back(sl ? s.kv_heads : s.global_kv_heads);
+    g.add_i32s(a + "attention.head_count_kv", kv);
+  } else {
+    g.add_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.kv_heads));
+  }
+  g.add_u32(a + "attention.key_length", static_cast<uint32_t>(s.global_head_dim));
+  g.add_u32(a + "attention.value_length", static_cast<uint32_t>(s.global_head_dim));
+  g.add_u32(a + "attention.key_length_swa", static_cast<uint32_t>(s.head_dim));
+  g.add_u32(a + "attention.value_length_swa", static_cast<uint32_t>(s.head_dim));
+  g.add_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.window));
+  g.add_bools(a + "attention.sliding_window_pattern", s.sliding);
+  g.add_u32(a + "attention.shared_kv_layers", static_cast<uint32_t>(s.kv_shared));
+  g.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+  g.add_u32(a + "embedding_length_per_layer_input", static_cast<uint32_t>(s.ple));
+  g.add_f32(a + "rope.freq_base", 1e6f);
+  g.add_f32(a + "rope.freq_base_swa", 1e4f);
+  g.add_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.global_head_dim));
+  g.add_u32(a + "rope.dimension_count_swa", static_cast<uint32_t>(s.head_dim));
+  if (s.softcap > 0) g.add_f32(a + "final_logit_softcapping", s.softcap);
+  if (s.moe) {
+    g.add_u32(a + "expert_count", static_cast<uint32_t>(s.experts));
+    g.add_u32(a + "expert_used_count", static_cast<uint32_t>(s.top_k));
+    g.add_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(s.expert_inter));
+  }
+  g.add_u32("tokenizer.ggml.bos_token_id", 2);
+  // Proportional RoPE as the converter writes it: divisor 1 for the rotating pairs, 1e30 for the rest.
+  const int pairs = s.global_head_dim / 2, live = static_cast<int>(0.25 * s.global_head_dim / 2);
+  std::vector<float> freqs(static_cast<size_t>(pairs), 1e30f);
+  std::fill(freqs.begin(), freqs.begin() + live, 1.0f);
+  g.add_tensor({"rope_freqs.weight", DType::f32, {pairs}, model::encode_f32(freqs, DType::f32)});
+  for (Tensor& t : make_tensors(s)) {
+    const DType dt = t.matrix ? s.dtype : DType::f32;
+    g.add_tensor({gguf_name(t.name), dt, t.shape, model::encode_f32(t.values, dt)});
+  }
+  g.write(path);
+}
+
+}  // namespace kiln::test
