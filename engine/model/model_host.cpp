@@ -4,6 +4,7 @@
 // host_step.cpp.
 #include "model/model_host.hpp"
 
+#include <unordered_set>
 #include <algorithm>
 #include <chrono>
 
@@ -118,8 +119,22 @@ ModelHost::~ModelHost() {
 void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
   const auto resolved = check_weights(ckpt_, decls);
   uint64_t total = 0;
+  std::unordered_set<const TensorInfo*> used;
   for (const auto& pieces : resolved)
-    for (const TensorInfo* t : pieces) total += t->nbytes;
+    for (const TensorInfo* t : pieces) total += t->nbytes, used.insert(t);
+  // What the model leaves out (a multimodal wrapper's vision and audio towers, unused duplicates)
+  // is said once, so a missing feature is not mistaken for a loading bug.
+  if (used.size() < ckpt_.tensors().size()) {
+    std::string examples;
+    uint64_t n = 0, bytes = 0;
+    for (const TensorInfo& t : ckpt_.tensors())
+      if (!used.count(&t)) {
+        if (n++ < 3) examples += (examples.empty() ? "" : ", ") + t.name;
+        bytes += t.nbytes;
+      }
+    log::info("[model] {} of the checkpoint's tensors ({}) are not used by this model and are skipped: {}{}", n,
+              format_bytes(bytes), examples, n > 3 ? ", ..." : "");
+  }
   Progress bar("loading weights", total, options_.progress ? 256ull << 20 : UINT64_MAX);
   // Weights that are copied (not imported zero-copy) are packed in declaration order into arenas
   // of up to kArena bytes, each tensor 256-byte aligned. Consecutive tensors of a layer (a
