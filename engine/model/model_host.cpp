@@ -4,9 +4,9 @@
 // host_step.cpp.
 #include "model/model_host.hpp"
 
-#include <unordered_set>
 #include <algorithm>
 #include <chrono>
+#include <unordered_set>
 
 #include "cache/layout.hpp"
 #include "core/bytes.hpp"
