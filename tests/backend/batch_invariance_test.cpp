@@ -103,8 +103,23 @@ struct SeqSpec {
   int q_len, kv_len;
 };
 
+/** Each sequence of a ragged attention batch gives the bits it gives alone or second of two. */
+void attention_batch_invariance(Device& d, int64_t Hq, int64_t Hkv, int64_t D, float scale);
+
 TEST_P(BatchInvariance, Attention) {
-  const int64_t Hq = 4, Hkv = 2, D = 32, BS = 8, NB = 24, MB = 8;
+  // Head dims 32 and Gemma 4's full-layer 512 (one KV head for 8 query heads, scale 1).
+  struct Shape {
+    int64_t Hq, Hkv, D;
+    float scale;
+  };
+  for (const Shape& sh : {Shape{4, 2, 32, 0.0f}, Shape{8, 1, 512, 1.0f}}) {
+    SCOPED_TRACE(sh.D);
+    attention_batch_invariance(*GetParam(), sh.Hq, sh.Hkv, sh.D, sh.scale);
+  }
+}
+
+void attention_batch_invariance(Device& d, int64_t Hq, int64_t Hkv, int64_t D, float scale) {
+  const int64_t BS = 8, NB = 24, MB = 8;
   const std::vector<SeqSpec> specs = {{1, 45}, {7, 20}, {12, 12}, {1, 3}};
   const auto kc = random(static_cast<size_t>(NB * BS * Hkv * D), 7),
              vc = random(static_cast<size_t>(NB * BS * Hkv * D), 8);
@@ -133,10 +148,9 @@ TEST_P(BatchInvariance, Attention) {
       g.output(g.op(KILN_OP_ATTENTION,
                     {g.f32_values({start, Hq, D}, qs), g.cache_values(DType::f16, {NB, BS, Hkv, D}, kc, "k"),
                      g.cache_values(DType::f16, {NB, BS, Hkv, D}, vc, "v"), g.i32({S, MB}, table), g.i32({S, 4}, seqs)},
-                    params([&](auto& p) { p.window = window; })));
+                    params([&](auto& p) { p.window = window, p.scale = scale; })));
       return g.run(d)[0].f;
     };
-    Device& d = *GetParam();
     const auto full = run(d, {0, 1, 2, 3});
     const int64_t row = Hq * D;
     int64_t start = 0;

@@ -267,6 +267,9 @@ std::vector<Case> cases_attention() {
       {"softcap 30, Dv 16 != Dk 48", {{3, 20}, {1, 7}}, 6, 3, 48, 16, 4, 0, 30, 0},
       {"block size 1, head dim 40", {{4, 6}}, 2, 1, 40, 40, 1, 0, 0, 0},
       {"head dims 36 / 20 (not multiples of 8)", {{3, 30}, {1, 45}}, 4, 2, 36, 20, 16, 0, 0, 0},
+      // Gemma 4's layers: full with head dim 512 (GQA 8:1, scale 1), sliding with 256 and a window.
+      {"gemma4 full: head dim 512, GQA 8", {{1, 40}, {6, 21}}, 8, 1, 512, 512, 16, 0, 0, 1.0f},
+      {"gemma4 sliding: head dim 256, window 12", {{1, 40}, {9, 30}}, 4, 2, 256, 256, 8, 12, 0, 1.0f},
   };
   if (heavy()) as.push_back({"head dim 132, kv 1500", {{1, 1500}, {7, 700}}, 4, 2, 132, 132, 16, 0, 0, 0});
   if (heavy()) as.push_back({"prefill 130 + decode kv2000", {{130, 700}, {1, 2000}}, 8, 2, 128, 128, 32, 0, 0, 0});
