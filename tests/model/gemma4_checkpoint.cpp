@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <stdexcept>
 
 #include "model/checkpoint_writer.hpp"
@@ -60,6 +62,11 @@ std::vector<Tensor> make_tensors(const Gemma4Spec& s) {
     ts.push_back({name, shape, std::move(v), false});
   };
   mat("embed_tokens.weight", {V, H});
+  if (s.favour_token >= 0) {
+    std::vector<float>& e = ts.back().values;
+    for (int64_t v = 0; v < V; ++v) e[static_cast<size_t>(v * H)] = 3.0f;
+    e[static_cast<size_t>(s.favour_token * H)] = 10.0f;
+  }
   scales("norm.weight", {H}, s.final_norm);
   if (P) {
     mat("embed_tokens_per_layer.weight", {V, L * P});
@@ -278,6 +285,39 @@ std::string gguf_name(const std::string& hf) {
 }
 
 }  // namespace
+
+void write_gemma4_tokenizer_proxy(const std::string& gemma3_dir, const std::string& template_path,
+                                  const std::string& dir) {
+  auto read = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read " + p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  json tok = json::parse(read(gemma3_dir + "/tokenizer.json"));
+  const std::pair<int, const char*> kControl[] = {
+      {46, "<|tool>"},          {47, "<tool|>"},           {48, "<|tool_call>"}, {49, "<tool_call|>"},
+      {50, "<|tool_response>"}, {51, "<tool_response|>"}, {52, "<|\"|>"},       {98, "<|think|>"},
+      {100, "<|channel>"},      {101, "<channel|>"},       {105, "<|turn>"},     {106, "<turn|>"}};
+  json& vocab = tok["model"]["vocab"];
+  for (const auto& [id, text] : kControl)
+    for (json& t : tok["added_tokens"])
+      if (t["id"] == id) {
+        vocab.erase(t["content"].get<std::string>());
+        vocab[text] = id;
+        t["content"] = text;
+        t["special"] = true;
+      }
+  tok["post_processor"] = nullptr;  // the chat template writes <bos> itself
+  json cfg = json::parse(read(gemma3_dir + "/tokenizer_config.json"));
+  cfg["add_bos_token"] = false;
+  cfg["eos_token"] = "<turn|>";
+  cfg.erase("chat_template");
+  write_text(dir + "/tokenizer.json", tok.dump());
+  write_text(dir + "/tokenizer_config.json", cfg.dump(2));
+  write_text(dir + "/chat_template.jinja", read(template_path));
+}
 
 void write_gemma4_gguf(const Gemma4Spec& s, const std::string& path) {
   model::GgufWriter g;

