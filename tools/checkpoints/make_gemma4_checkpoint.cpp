@@ -1,4 +1,4 @@
-// Writes one of the tiny Gemma 4 test checkpoints (tests/model/gemma4_checkpoint.hpp), for the
+// Writes one of the tiny Gemma 4 test checkpoints (tools/checkpoints/gemma4_checkpoint.hpp), for the
 // PyTorch reference to compute goldens from (tests/reference/make_goldens.sh):
 //   make_gemma4_checkpoint VARIANT DIR [--gguf FILE]
 #include <cstdio>

@@ -33,7 +33,7 @@ struct Gemma4Spec {
    * one, so greedy decoding picks this token whatever the prompt (a stop token ends generation).
    */
   int favour_token = -1;
-  DType dtype = DType::f32;        ///< matrices' storage
+  DType dtype = DType::f32;  ///< matrices' storage
 };
 
 /** The spec's kitchen-sink config (§9.1): every code path in one model. */
@@ -44,6 +44,13 @@ Gemma4Spec gemma4_31b_like();
 Gemma4Spec gemma4_e4b_like();
 /** The three above. */
 std::vector<Gemma4Spec> gemma4_variants();
+
+/** What a decode step reads, for rooflines: every matrix but the gathered tables, experts by top_k / E. */
+struct Gemma4Cost {
+  double params = 0;          ///< all parameters
+  uint64_t decode_bytes = 0;  ///< weight bytes read per decoded token
+};
+Gemma4Cost gemma4_cost(const Gemma4Spec& s);
 
 /** Writes config.json, generation_config.json and model.safetensors into `dir`. */
 void write_gemma4_hf(const Gemma4Spec& s, const std::string& dir);
