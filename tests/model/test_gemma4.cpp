@@ -14,6 +14,7 @@
 #include "gemma4_checkpoint.hpp"
 #include "llama_helpers.hpp"
 #include "model/checkpoint_writer.hpp"
+#include "model_checks.hpp"
 
 extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_gemma4(uint32_t, uint32_t);
 
@@ -37,29 +38,6 @@ PluginRegistry& registry() {
   }();
   (void)init;
   return r;
-}
-
-struct GoldenPrompt {
-  std::vector<int32_t> ids;
-  std::vector<float> logits;  ///< [ids.size(), V]
-};
-
-/** tests/reference/goldens/gemma4_<variant>.json, written by the PyTorch reference. */
-std::vector<GoldenPrompt> golden(const std::string& variant) {
-  const std::string path = std::string(KILN_TEST_SOURCE_DIR) + "/tests/reference/goldens/gemma4_" + variant + ".json";
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << path;
-  std::vector<GoldenPrompt> out;
-  if (!in.good()) return out;
-  const nlohmann::json j = nlohmann::json::parse(in);
-  for (const auto& p : j.at("prompts")) {
-    GoldenPrompt g;
-    g.ids = p.at("ids").get<std::vector<int32_t>>();
-    for (const auto& row : p.at("logits"))
-      for (const auto& v : row) g.logits.push_back(v.get<float>());
-    out.push_back(std::move(g));
-  }
-  return out;
 }
 
 std::unique_ptr<model::ModelHost> open(const std::string& path, model::HostOptions o) {
@@ -116,7 +94,7 @@ TEST_P(Gemma4, HfLayoutMatchesTheReferenceLogits) {
   write_gemma4_hf(spec(), dir.str());
   auto host = open(dir.str(), options());
   EXPECT_STREQ(host->hparams().architecture, "gemma4");
-  const auto prompts = golden(spec().name);
+  const auto prompts = load_golden("gemma4_" + spec().name);
   ASSERT_FALSE(prompts.empty());
   for (const auto& p : prompts) {
     const auto got = forward_all(*host, 1, p.ids);
@@ -128,7 +106,7 @@ TEST_P(Gemma4, GgufConversionMatchesTheReferenceLogits) {
   TempDir dir;
   write_gemma4_gguf(spec(), dir / "tiny.gguf");
   auto host = open(dir / "tiny.gguf", options());
-  for (const auto& p : golden(spec().name))
+  for (const auto& p : load_golden("gemma4_" + spec().name))
     EXPECT_LE(max_abs_diff(forward_all(*host, 1, p.ids), p.logits), kGoldenTolerance) << p.ids.size() << " tokens";
 }
 
@@ -146,33 +124,7 @@ TEST_P(Gemma4, RaggedBatchRowsAreBitwiseIdenticalToRunningAlone) {
   TempDir dir;
   write_gemma4_hf(spec(), dir.str());
   auto host = open(dir.str(), options());
-  const size_t V = host->hparams().n_vocab;
-  const std::vector<std::vector<int32_t>> first = {ids_of(9, 1), ids_of(14, 2), ids_of(3, 3)};
-  const std::vector<std::vector<int32_t>> second = {{5}, {9}, ids_of(7, 4)};
-  std::vector<std::vector<float>> alone(3), batched(3);
-  for (uint64_t s = 0; s < 3; ++s) {
-    ASSERT_EQ(host->add_sequence(100 + s), cache::Status::ok);
-    for (const auto* step : {&first, &second}) {
-      model::StepResult r;
-      ASSERT_EQ(host->step({{100 + s, (*step)[s], true, true}}, &r), cache::Status::ok);
-      alone[s].insert(alone[s].end(), r.logits.begin(), r.logits.end());
-    }
-    host->release(100 + s);
-  }
-  for (uint64_t s = 0; s < 3; ++s) ASSERT_EQ(host->add_sequence(s), cache::Status::ok);
-  for (const auto* step : {&first, &second}) {
-    model::StepResult r;
-    ASSERT_EQ(host->step({{2, (*step)[2], true, true}, {0, (*step)[0], true, true}, {1, (*step)[1], true, true}}, &r),
-              cache::Status::ok);
-    for (uint32_t row = 0; row < r.rows; ++row) {
-      auto& dst = batched[r.row_seq[row]];
-      dst.insert(dst.end(), r.logits.begin() + row * V, r.logits.begin() + (row + 1) * V);
-    }
-  }
-  for (size_t s = 0; s < 3; ++s) {
-    ASSERT_EQ(batched[s].size(), alone[s].size()) << s;
-    EXPECT_EQ(std::memcmp(batched[s].data(), alone[s].data(), alone[s].size() * 4), 0) << "sequence " << s;
-  }
+  expect_ragged_batch_matches_alone(*host, {ids_of(9, 1), ids_of(14, 2), ids_of(3, 3)}, {{5}, {9}, ids_of(7, 4)});
 }
 
 TEST_P(Gemma4, PromptLongerThanTheWindowIsTheSameWhetherOldBlocksAreFreedOrKept) {
@@ -205,13 +157,8 @@ TEST(Gemma4Devices, VulkanAgreesWithCpuForEveryVariantAndWeightType) {
       o.allow_cpu_fallback = false;
       auto vk = open(dir.str(), o);
       const auto ids = ids_of(21, 5);
-      const auto a = forward_chunked(*cpu, 1, ids, 6), b = forward_chunked(*vk, 1, ids, 6);
-      double num = 0, den = 0;
-      for (size_t i = 0; i < a.size(); ++i) {
-        num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-        den += double(a[i]) * a[i];
-      }
-      EXPECT_LT(num / den, 1e-8) << s.name << " " << dtype_name(t);
+      EXPECT_LT(nmse(forward_chunked(*cpu, 1, ids, 6), forward_chunked(*vk, 1, ids, 6)), 1e-8)
+          << s.name << " " << dtype_name(t);
     }
 }
 

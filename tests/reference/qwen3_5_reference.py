@@ -106,8 +106,8 @@ def load_config(model_dir):
     if cfg.get("attn_output_gate", True) is not True:
         fail("attn_output_gate=false: HF always applies the output gate (q_proj has 2*heads*head_dim rows)")
     L = c["num_hidden_layers"]
-    if cfg.get("layer_types") is not None:
-        lt = list(cfg["layer_types"])
+    if cfg.get("layer_types") is not None:  # HF remap_legacy_layer_types: mamba / attention are old names
+        lt = [{"mamba": "linear_attention", "attention": "full_attention"}.get(t, t) for t in cfg["layer_types"]]
     else:  # HF __post_init__: layer i is full attention iff (i + 1) % full_attention_interval == 0
         n = need(cfg, "full_attention_interval", "text config, needed because layer_types is absent")
         lt = ["linear_attention" if (i + 1) % n else "full_attention" for i in range(L)]
@@ -344,10 +344,12 @@ class Qwen35Reference:
         c, T = self.c, x.shape[0]
         E, K, I = c["num_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"]
         m = p + "mlp."
-        probs = torch.softmax(x @ self.w(m + "gate.weight").T, dim=-1)  # softmax over all experts
+        router_logits = x @ self.w(m + "gate.weight").T
+        probs = torch.softmax(router_logits, dim=-1)  # softmax over all experts
         top_w, top_i = torch.topk(probs, k=K, dim=-1)
-        if K < E:  # gap between the k-th and (k+1)-th probability (routing robustness)
-            margins.append(float((top_w[:, -1] - torch.topk(probs, k=K + 1, dim=-1)[0][:, -1]).min()))
+        if K < E:  # gap between the k-th and (k+1)-th router LOGIT (selection robustness; softmax is monotone)
+            srt = torch.sort(router_logits, dim=-1, descending=True)[0]
+            margins.append(float((srt[:, K - 1] - srt[:, K]).min()))
         if c["norm_topk_prob"]:
             top_w = top_w / top_w.sum(dim=-1, keepdim=True)
         hit = sorted(set(top_i.flatten().tolist()))  # load only the experts that were selected
@@ -369,7 +371,7 @@ class Qwen35Reference:
 
     def forward(self, ids):
         c = self.c
-        V, H, eps = c["vocab_size"], c["hidden_size"], c["rms_norm_eps"]
+        V, eps = c["vocab_size"], c["rms_norm_eps"]
         if len(ids) == 0 or min(ids) < 0 or max(ids) >= V:
             fail(f"token ids must be non-empty and in [0, {V})")
         x = self.w("embed_tokens.weight", rows=ids)  # no embedding scale
@@ -406,7 +408,7 @@ def main():
             fail("non-finite logits")
         rec = {"ids": ids, "logits": [[float(np.float32(v)) for v in row] for row in logits.tolist()]}
         if margin is not None:
-            rec["min_router_topk_margin"] = margin
+            rec["min_router_topk_logit_margin"] = margin
         prompts.append(rec)
     summary = dict(model.c)
     summary["tensor_prefix"] = model.prefix

@@ -9,37 +9,14 @@
 #include <stdexcept>
 
 #include "model/checkpoint_writer.hpp"
+#include "random_weights.hpp"
 
 namespace kiln::test {
 namespace {
 
 using nlohmann::json;
 
-/** One tensor under its Hugging Face text-model name, without the "model." prefix. */
-struct Tensor {
-  std::string name;
-  std::vector<int64_t> shape;
-  bool matrix = true;  ///< stored in Gemma4Spec::dtype (vectors stay f32)
-  /** The values, generated when written (a benchmark-sized model never sits in memory as f32). */
-  std::function<std::vector<float>()> values;
-};
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-/** n values uniform in [lo, hi) from a generator seeded by the tensor's name: order-independent. */
-std::vector<float> uniform(const std::string& key, size_t n, float lo, float hi) {
-  uint64_t x = fnv1a(key) | 1;
-  std::vector<float> v(n);
-  for (float& f : v) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
-    f = lo + (hi - lo) * static_cast<float>((x >> 40) * (1.0 / 16777216.0));
-  }
-  return v;
-}
+using Tensor = GenTensor;
 
 bool kv_shared_layer(const Gemma4Spec& s, int l) {
   return l >= s.layers - s.kv_shared;
@@ -48,11 +25,6 @@ bool kv_shared_layer(const Gemma4Spec& s, int l) {
 std::vector<Tensor> make_tensors(const Gemma4Spec& s) {
   std::vector<Tensor> ts;
   const int64_t H = s.hidden, V = s.vocab, L = s.layers, P = s.ple;
-  auto numel = [](const std::vector<int64_t>& shape) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return static_cast<size_t>(n);
-  };
   // Linear weights with std ≈ 0.14 so attention is peaked and the window matters; norms and the
   // learned scalars away from 1 so a missing multiply shows (§9.3).
   auto mat = [&](const std::string& name, std::vector<int64_t> shape) {
@@ -171,10 +143,6 @@ json text_config(const Gemma4Spec& s) {
       {"torch_dtype", "float32"},
   };
   return c;
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  model::write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
 }
 
 }  // namespace

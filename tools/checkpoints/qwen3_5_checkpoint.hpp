@@ -1,0 +1,43 @@
+// Tiny random-weight Qwen3.5 / Qwen3.5-MoE / Qwen3-Next checkpoints (shared/docs/models/qwen3_5.md
+// §8) in the layouts released: the Qwen3.5 wrappers (config.json with text_config,
+// model.language_model.* tensors beside vision and MTP tensors, A_log and the gated norm in F32) and
+// Qwen3-Next's flat layout (fused, key-head-grouped in_proj_qkvz / in_proj_ba, per-expert tensors).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace kiln::test {
+
+struct Qwen35Spec {
+  std::string name;
+  std::string model_type = "qwen3_5_moe";  ///< qwen3_5 | qwen3_5_moe | qwen3_next
+  int vocab = 512, hidden = 64, layers = 4, heads = 4, kv_heads = 2, head_dim = 32;
+  std::vector<bool> linear = {true, true, true, false};
+  bool explicit_layer_types = true;  ///< else full_attention_interval 4 decides
+  float rope_theta = 10000.0f, partial_rotary = 0.25f;
+  int k_heads = 2, v_heads = 4, k_dim = 16, v_dim = 16, conv = 4;
+  int inter = 96;  ///< dense MLP width
+  int experts = 8, top_k = 2, expert_inter = 32, shared_inter = 48;
+  bool norm_topk = true;
+  std::vector<int> mlp_only_layers;  ///< qwen3_next: dense layers among MoE ones
+  bool tied = false;
+  bool fused_experts = true;  ///< experts.gate_up_proj / down_proj (else per-expert tensors)
+  DType dtype = DType::bf16;  ///< matrices; A_log and the gated norm stay F32 as released
+};
+
+/** §8.1: the Qwen3.5-MoE wrapper layout (BF16 with F32 A_log and gated norms, vision and MTP tensors). */
+Qwen35Spec qwen35_moe_tiny();
+/** §8.2: Qwen3-Next (flat, grouped fused projections, per-expert experts, a dense layer, tied, no renorm). */
+Qwen35Spec qwen3_next_tiny();
+/** Dense Qwen3.5 wrapper, tied embeddings, d_v != d_k, F16. */
+Qwen35Spec qwen35_dense_tiny();
+std::vector<Qwen35Spec> qwen35_variants();
+
+/** Writes config.json, generation_config.json and model.safetensors into `dir`. */
+void write_qwen35_hf(const Qwen35Spec& s, const std::string& dir);
+
+}  // namespace kiln::test
