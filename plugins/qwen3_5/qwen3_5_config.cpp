@@ -149,6 +149,70 @@ void parse_hf(const kiln::ModelInfo& info, const json& j, Config& c) {
   (void)info;
 }
 
+/**
+ * llama.cpp's GGUF (conversion/qwen.py): the zero-centred norms stored as 1 + w, ssm_a = -exp(A_log),
+ * and for qwen35 / qwen35moe the value heads reordered from HF's grouped order (key head h / R) to
+ * tiled (h % H_k); qwen3next keeps the grouped order. block_count includes nextn_predict_layers MTP
+ * blocks after the trunk.
+ */
+void parse_gguf(const kiln::ModelInfo& info, const json& j, Config& c) {
+  const std::string arch = c.family == Family::qwen3_5       ? "qwen35"
+                           : c.family == Family::qwen3_5_moe ? "qwen35moe"
+                                                             : "qwen3next";
+  Reader r{j, arch + ".", "GGUF metadata"};
+  const uint32_t mtp = r.find("nextn_predict_layers") ? r.u32("nextn_predict_layers") : 0;
+  const uint32_t blocks = r.u32("block_count");
+  if (mtp >= blocks) fail("GGUF nextn_predict_layers must be below block_count");
+  c.n_layers = blocks - mtp;
+  c.n_embd = r.u32("embedding_length");
+  const kiln::CheckpointTensor* embd = info.find("token_embd.weight");
+  if (!embd || embd->shape.size() != 2) fail("GGUF tensor token_embd.weight is missing or not 2-D");
+  c.n_vocab = static_cast<uint32_t>(embd->shape[0]);
+  c.n_head = r.u32("attention.head_count");
+  c.n_head_kv = r.u32("attention.head_count_kv");
+  c.head_dim = r.u32("attention.key_length");
+  c.norm_eps = r.f32("attention.layer_norm_rms_epsilon");
+  c.rope_theta = r.f32("rope.freq_base");
+  c.rope_dims = r.u32("rope.dimension_count");
+  c.max_context = r.u32("context_length");
+  c.conv_kernel = r.u32("ssm.conv_kernel");
+  c.k_dim = r.u32("ssm.state_size");
+  c.k_heads = r.u32("ssm.group_count");
+  c.v_heads = r.u32("ssm.time_step_rank");
+  const uint32_t inner = r.u32("ssm.inner_size");
+  if (!c.v_heads || inner % c.v_heads) fail("GGUF ssm.inner_size must be a multiple of ssm.time_step_rank");
+  c.v_dim = inner / c.v_heads;
+  Reader top{j, "", "GGUF metadata"};
+  if (top.find("tokenizer.ggml.bos_token_id")) c.bos_token = top.u32("tokenizer.ggml.bos_token_id");
+  c.norms_shifted = true;
+  c.stored_decay = true;
+  c.tiled_heads = c.family != Family::qwen3_next && c.k_heads != c.v_heads;
+  c.layers.assign(c.n_layers, {});
+  if (const json* rl = r.find("attention.recurrent_layers")) {
+    if (!rl->is_array() || rl->size() < c.n_layers) fail("GGUF attention.recurrent_layers must hold a flag per layer");
+    for (uint32_t l = 0; l < c.n_layers; ++l) c.layers[l].linear = (*rl)[l].get<bool>();
+  } else {
+    const uint32_t every =
+        r.find("full_attention_interval") ? r.u32("full_attention_interval") : 4;  // llama.cpp's default
+    if (!every) fail("GGUF full_attention_interval must be at least 1");
+    for (uint32_t l = 0; l < c.n_layers; ++l) c.layers[l].linear = (l + 1) % every != 0;
+  }
+  // The MLP of each layer is whatever its tensors are (llama.cpp writes no per-layer key).
+  for (uint32_t l = 0; l < c.n_layers; ++l)
+    c.layers[l].moe = info.has("blk." + std::to_string(l) + ".ffn_gate_inp.weight");
+  const bool any_moe = std::any_of(c.layers.begin(), c.layers.end(), [](const Layer& y) { return y.moe; });
+  const bool any_dense = std::any_of(c.layers.begin(), c.layers.end(), [](const Layer& y) { return !y.moe; });
+  if (any_moe) {
+    c.n_expert = r.u32("expert_count");
+    c.n_expert_used = r.u32("expert_used_count");
+    c.n_ff_expert = r.u32("expert_feed_forward_length");
+    c.n_ff_shared = r.u32("expert_shared_feed_forward_length");
+    // llama.cpp renormalizes the top-k weights of these archs unless a converter says otherwise.
+    c.norm_topk = r.find("expert_weights_norm") ? r.flag("expert_weights_norm") : true;
+  }
+  if (any_dense) c.n_ff = r.u32("feed_forward_length");
+}
+
 }  // namespace
 
 Config parse_config(const kiln::ModelInfo& info) {
@@ -158,7 +222,7 @@ Config parse_config(const kiln::ModelInfo& info) {
   c.format = info.format;
   c.family = family_of(info.model_type, &c.arch_name);
   if (info.format == KILN_CHECKPOINT_GGUF)
-    fail("GGUF is not wired yet", KILN_ERR_UNSUPPORTED);
+    parse_gguf(info, j, c);
   else
     parse_hf(info, j, c);
   if (!c.n_layers || !c.n_embd || !c.n_vocab) fail("empty model shape in the configuration");

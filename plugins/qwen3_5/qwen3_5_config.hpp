@@ -31,7 +31,8 @@ struct Config {
   uint32_t rope_dims = 0;  ///< rotated dims from 0 (partial NeoX RoPE)
   // Gated DeltaNet.
   uint32_t k_heads = 0, v_heads = 0, k_dim = 0, v_dim = 0, conv_kernel = 0;
-  bool tiled_heads = false;  ///< GGUF: value heads ordered r·H_k + g (llama.cpp), not g·R + r (HF)
+  bool tiled_heads = false;  ///< GGUF qwen35*: value head h reads key head h % H_k (HF: h / R)
+  bool stored_decay = false; ///< GGUF: ssm_a holds -exp(A_log) (HF: A_log)
   // MLPs.
   uint32_t n_ff = 0;  ///< dense MLP width
   uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0, n_ff_shared = 0;

@@ -6,6 +6,7 @@
 #include "qwen3_5_model.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <kiln/layers.hpp>
 #include <kiln/plugin.hpp>
 #include <string>
@@ -27,13 +28,18 @@ class Qwen35Model : public kiln::Model {
     tied_ = !info.has(name(Role::output, -1));
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       const int li = static_cast<int>(l);
-      if (c_.layers[l].linear && !info.has(name(Role::lin_qkv, li))) fused_qkvz_ = true;
+      if (c_.layers[l].linear) {
+        fused_qkvz_ = !info.has(name(Role::lin_qkv, li)) && info.has(name(Role::lin_qkvz, li));
+        fused_ba_ = !info.has(name(Role::lin_b, li)) && info.has(name(Role::lin_ba, li));
+      }
       if (c_.layers[l].moe) experts_fused_ = info.has(name(Role::moe_gate_up, li));
     }
-    // MTP weights are kept (loaded) for speculative decoding; the graph does not run them yet.
+    // MTP weights (HF "mtp.*", GGUF blocks past the trunk) are loaded and kept for speculative
+    // decoding; the graph does not run them yet.
     for (const kiln::CheckpointTensor& t : info.tensors)
-      if (t.name.substr(0, 4) == "mtp.") mtp_.push_back({std::string(t.name), t.shape});
-    norm_mode_ = c_.format == KILN_CHECKPOINT_GGUF && c_.norms_shifted ? KILN_NORM_WEIGHT : KILN_NORM_ONE_PLUS;
+      if (t.name.substr(0, 4) == "mtp." || mtp_block(t.name)) mtp_.push_back({std::string(t.name), t.shape});
+    // llama.cpp stores the zero-centred norms as 1 + w.
+    norm_mode_ = c_.norms_shifted ? KILN_NORM_WEIGHT : KILN_NORM_ONE_PLUS;
   }
 
   kiln::ModelHparams hparams() const override {
@@ -66,12 +72,16 @@ class Qwen35Model : public kiln::Model {
       vec(Role::attn_norm, l, {H});
       if (y.linear) {
         const int64_t kd = c_.key_dim(), vd = c_.value_dim(), hv = c_.v_heads;
+        // The projections together: one weight arena, one dispatch.
         if (fused_qkvz_) {
           mat(Role::lin_qkvz, l, {2 * kd + 2 * vd, H});
-          mat(Role::lin_ba, l, {2 * hv, H});
-        } else {  // the four projections together: one weight arena, one dispatch
+        } else {
           mat(Role::lin_qkv, l, {2 * kd + vd, H});
           mat(Role::lin_z, l, {vd, H});
+        }
+        if (fused_ba_) {
+          mat(Role::lin_ba, l, {2 * hv, H});
+        } else {
           mat(Role::lin_b, l, {hv, H});
           mat(Role::lin_a, l, {hv, H});
         }
@@ -110,7 +120,8 @@ class Qwen35Model : public kiln::Model {
         mat(Role::shexp_gate, l, {S, H});
         mat(Role::shexp_up, l, {S, H});
         mat(Role::shexp_down, l, {H, S});
-        mat(Role::shexp_router, l, {1, H});
+        mat(Role::shexp_router, l,
+            c_.format == KILN_CHECKPOINT_GGUF ? std::vector<int64_t>{H} : std::vector<int64_t>{1, H});
       } else {
         mat(Role::ffn_gate, l, {c_.n_ff, H});
         mat(Role::ffn_up, l, {c_.n_ff, H});
@@ -197,21 +208,24 @@ class Qwen35Model : public kiln::Model {
     const int64_t kd = c_.key_dim(), vd = c_.value_dim(), hk = c_.k_heads, hv = c_.v_heads;
     const int64_t dk = c_.k_dim, dv = c_.v_dim, R = hv / hk;
     kiln_tensor qkv, z, b, a;
+    // Qwen3-Next groups the projections by key head: [q_g | k_g | v_g (R heads) | z_g (R heads)]
+    // and [b_g (R) | a_g (R)]. Ungrouped here into Qwen3.5's order: q | k | v for the conv.
     if (fused_qkvz_) {
-      // Qwen3-Next groups every projection by key head: [q_g | k_g | v_g (R heads) | z_g (R heads)]
-      // and [b_g (R) | a_g (R)]. Ungrouped here into Qwen3.5's order: q | k | v for the conv.
       const kiln_tensor all = g.reshape(g.matmul(h, weight(g, Role::lin_qkvz, l)), {-1, hk, 2 * dk + 2 * R * dv});
       const kiln_tensor q = g.reshape(g.slice(all, -1, 0, dk), {-1, kd});
       const kiln_tensor k = g.reshape(g.slice(all, -1, dk, 2 * dk), {-1, kd});
       const kiln_tensor v = g.reshape(g.slice(all, -1, 2 * dk, 2 * dk + R * dv), {-1, vd});
       z = g.reshape(g.slice(all, -1, 2 * dk + R * dv, 2 * dk + 2 * R * dv), {-1, vd});
-      qkv = concat(g, concat(g, q, k), v);
+      qkv = concat(g, concat(g, q, k, -1), v, -1);
+    } else {
+      qkv = g.matmul(h, weight(g, Role::lin_qkv, l));
+      z = g.matmul(h, weight(g, Role::lin_z, l));
+    }
+    if (fused_ba_) {
       const kiln_tensor ba = g.reshape(g.matmul(h, weight(g, Role::lin_ba, l)), {-1, hk, 2 * R});
       b = g.reshape(g.slice(ba, -1, 0, R), {-1, hv});
       a = g.reshape(g.slice(ba, -1, R, 2 * R), {-1, hv});
     } else {
-      qkv = g.matmul(h, weight(g, Role::lin_qkv, l));
-      z = g.matmul(h, weight(g, Role::lin_z, l));
       b = g.matmul(h, weight(g, Role::lin_b, l));
       a = g.matmul(h, weight(g, Role::lin_a, l));
     }
@@ -222,19 +236,33 @@ class Qwen35Model : public kiln::Model {
     const kiln_tensor v = g.reshape(g.slice(mixed, -1, 2 * kd, 2 * kd + vd), {-1, hv, dv});
     q = g.scale(g.l2_norm(q, 1e-6f), 1.0f / std::sqrt(static_cast<float>(dk)));
     k = g.l2_norm(k, 1e-6f);
+    if (c_.tiled_heads) {
+      // llama.cpp's qwen35 GGUFs order value heads r·H_k + g (value head h reads key head h % H_k);
+      // repeating q and k R times along the heads gives each value head its key head in that order.
+      kiln_tensor qr = q, kr = k;
+      for (int64_t r = 1; r < R; ++r) qr = concat(g, qr, q, 1), kr = concat(g, kr, k, 1);
+      q = qr, k = kr;
+    }
     const kiln_tensor beta = g.unary(KILN_OP_SIGMOID, b);
     // g = -exp(A_log) · softplus(a + dt_bias): the log decay per token and value head.
-    const kiln_tensor decay = g.scale(g.unary(KILN_OP_EXP, weight(g, Role::lin_a_log, l)), -1.0f);
+    const kiln_tensor a_log = weight(g, Role::lin_a_log, l);
+    const kiln_tensor decay = c_.stored_decay ? a_log : g.scale(g.unary(KILN_OP_EXP, a_log), -1.0f);
     const kiln_tensor gate = g.mul(g.unary(KILN_OP_SOFTPLUS, g.add(a, weight(g, Role::lin_dt_bias, l))), decay);
     kiln_tensor o = layers::gated_delta(g, static_cast<uint32_t>(l), q, k, v, gate, beta);
     o = g.rms_norm(o, weight(g, Role::lin_norm, l), c_.norm_eps, KILN_NORM_GATED, g.reshape(z, {-1, hv, dv}));
     return g.matmul(g.reshape(o, {-1, vd}), weight(g, Role::lin_out, l));
   }
 
-  static kiln_tensor concat(kiln::GraphBuilder& g, kiln_tensor a, kiln_tensor b) {
+  static kiln_tensor concat(kiln::GraphBuilder& g, kiln_tensor a, kiln_tensor b, int32_t axis) {
     kiln_op_params p{};
-    p.axis = -1;
+    p.axis = axis;
     return g.op(KILN_OP_CONCAT, {a, b}, p);
+  }
+
+  /** GGUF: a tensor of an MTP block (blk.N with N past the trunk). */
+  bool mtp_block(std::string_view n) const {
+    if (c_.format != KILN_CHECKPOINT_GGUF || n.substr(0, 4) != "blk.") return false;
+    return static_cast<uint32_t>(std::atoi(std::string(n.substr(4)).c_str())) >= c_.n_layers;
   }
 
   /** Sparse MoE (§2.7): routed experts plus the shared expert scaled by sigmoid(x · w_sg). */
@@ -255,13 +283,14 @@ class Qwen35Model : public kiln::Model {
     const kiln_tensor routed = layers::moe(g, h, weight(g, Role::moe_router, l), r, e, pre);
     const kiln_tensor shared = layers::glu_mlp(g, h, weight(g, Role::shexp_gate, l), weight(g, Role::shexp_up, l),
                                                weight(g, Role::shexp_down, l));
-    const kiln_tensor shared_gate = g.unary(KILN_OP_SIGMOID, g.matmul(h, weight(g, Role::shexp_router, l)));
+    const kiln_tensor router = g.reshape(weight(g, Role::shexp_router, l), {1, c_.n_embd});  // GGUF: [H]
+    const kiln_tensor shared_gate = g.unary(KILN_OP_SIGMOID, g.matmul(h, router));
     return g.add(routed, g.mul(shared, shared_gate));
   }
 
   Config c_;
   kiln::NameTable<Role> names_;
-  bool tied_ = false, fused_qkvz_ = false, experts_fused_ = false;
+  bool tied_ = false, fused_qkvz_ = false, fused_ba_ = false, experts_fused_ = false;
   kiln_norm_mode norm_mode_ = KILN_NORM_ONE_PLUS;
   std::vector<std::pair<std::string, std::vector<int64_t>>> mtp_;
 };

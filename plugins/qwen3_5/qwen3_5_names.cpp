@@ -20,7 +20,7 @@ const kiln::NameRow<Role> kNames[] = {
     {Role::lin_b, "model.layers.%d.linear_attn.in_proj_b.weight", "blk.%d.ssm_beta.weight"},
     {Role::lin_a, "model.layers.%d.linear_attn.in_proj_a.weight", "blk.%d.ssm_alpha.weight"},
     {Role::lin_qkvz, "model.layers.%d.linear_attn.in_proj_qkvz.weight", nullptr},
-    {Role::lin_ba, "model.layers.%d.linear_attn.in_proj_ba.weight", nullptr},
+    {Role::lin_ba, "model.layers.%d.linear_attn.in_proj_ba.weight", "blk.%d.ssm_ba.weight"},
     {Role::lin_conv, "model.layers.%d.linear_attn.conv1d.weight", "blk.%d.ssm_conv1d.weight"},
     {Role::lin_a_log, "model.layers.%d.linear_attn.A_log", "blk.%d.ssm_a"},
     {Role::lin_dt_bias, "model.layers.%d.linear_attn.dt_bias", "blk.%d.ssm_dt.bias"},

@@ -26,9 +26,9 @@ enum class Role {
   lin_b,     ///< Qwen3.5: [H_v, H]
   lin_a,     ///< Qwen3.5: [H_v, H]
   lin_qkvz,  ///< Qwen3-Next: fused, grouped by key head
-  lin_ba,    ///< Qwen3-Next: fused, grouped by key head
+  lin_ba,    ///< Qwen3-Next (HF and GGUF): fused, grouped by key head
   lin_conv,  ///< [conv_dim, 1, K] (GGUF: [conv_dim, K])
-  lin_a_log,
+  lin_a_log,  ///< HF: A_log; GGUF: ssm_a = -exp(A_log)
   lin_dt_bias,
   lin_norm,  ///< gated RMSNorm over d_v (plain weight)
   lin_out,

@@ -129,6 +129,16 @@ TEST_P(Qwen35, HfLayoutMatchesTheReferenceLogits) {
   }
 }
 
+TEST_P(Qwen35, GgufConversionMatchesTheReferenceLogits) {
+  TempDir dir;
+  write_qwen35_gguf(spec(), dir / "tiny.gguf");
+  auto host = open(dir / "tiny.gguf", options());
+  const double tolerance =
+      spec().dtype == DType::f16 && std::string(device()) == "vulkan" ? kGoldenToleranceFlushedF16 : kGoldenTolerance;
+  for (const auto& p : load_golden(spec().name))
+    EXPECT_LE(max_abs_diff(forward_all(*host, 1, p.ids), p.logits), tolerance) << p.ids.size() << " tokens";
+}
+
 TEST_P(Qwen35, AnyPrefillSplitEqualsTokenByTokenDecode) {
   TempDir dir;
   auto host = load(dir, options());

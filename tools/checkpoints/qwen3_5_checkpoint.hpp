@@ -40,4 +40,12 @@ std::vector<Qwen35Spec> qwen35_variants();
 /** Writes config.json, generation_config.json and model.safetensors into `dir`. */
 void write_qwen35_hf(const Qwen35Spec& s, const std::string& dir);
 
+/**
+ * Writes the same model as llama.cpp's converter would (conversion/qwen.py): qwen35 / qwen35moe /
+ * qwen3next names and keys, zero-centred norms stored as 1 + w, ssm_a = -exp(A_log), conv weights
+ * squeezed, Qwen3.5's value heads reordered to the tiled order, Qwen3-Next's in_proj_qkvz split into
+ * attn_qkv + attn_gate, fused experts split into gate and up; 1-D tensors in F32.
+ */
+void write_qwen35_gguf(const Qwen35Spec& s, const std::string& path);
+
 }  // namespace kiln::test
