@@ -10,6 +10,7 @@ bash scripts/setup.sh
 
 start=$(date +%s)
 bash scripts/build.sh build
+bash scripts/default_models.sh build  # the toy Qwen3.5 of configs/default.yaml
 (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900)
 
 if [ "${KILN_SKIP_SANITIZE:-0}" != 1 ]; then

@@ -288,7 +288,7 @@ CacheConfig read_cache(const Section& s) {
 
 ModelConfig read_model(const Section& s, const std::string& base) {
   s.expect_map({"name", "path", "arch", "max_context", "max_batch_tokens", "max_seqs", "cache", "tool_parser",
-                "reasoning_parser", "chat_template", "parse_special_in_content", "sampling"});
+                "reasoning_parser", "chat_template", "parse_special_in_content", "sampling", "description"});
   ModelConfig c;
   c.name = s.str("name", "", true);
   c.path = resolve(base, s.str("path", "", true));
@@ -301,6 +301,7 @@ ModelConfig read_model(const Section& s, const std::string& base) {
   c.reasoning_parser = s.str("reasoning_parser", "");
   c.chat_template = resolve(base, s.str("chat_template", ""));
   c.parse_special_in_content = s.boolean("parse_special_in_content", c.parse_special_in_content);
+  c.description = s.str("description", "");
   if (s.has("sampling")) c.sampling = read_sampling(s.section("sampling"));
   return c;
 }
@@ -433,6 +434,7 @@ std::string Config::to_yaml() const {
       e << YAML::Key << "reasoning_parser" << YAML::Value << m.reasoning_parser;
       e << YAML::Key << "chat_template" << YAML::Value << m.chat_template;
       e << YAML::Key << "parse_special_in_content" << YAML::Value << m.parse_special_in_content;
+      e << YAML::Key << "description" << YAML::Value << m.description;
       e << YAML::Key << "sampling" << YAML::Value << YAML::BeginMap;
       emit_opt(e, "temperature", m.sampling.temperature);
       emit_opt(e, "top_p", m.sampling.top_p);

