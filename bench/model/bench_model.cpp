@@ -21,11 +21,14 @@
 // reading shared KV with double-wide MLPs, vocabulary 262144 tied); --arch gemma4-moe a small
 // 26B-A4B-like one (6 layers, 32 experts top-4 beside the dense MLP, K=V full layers). Their
 // roofline counts what a decode step reads: the tied head, every layer matrix, the experts by
-// top-k / E; not the gathered embedding and per-layer-embedding rows.
+// top-k / E; not the gathered embedding and per-layer-embedding rows. --arch qwen3_5 writes a
+// Qwen3.5-0.8B-shaped model (24 layers: 18 Gated DeltaNet + 6 gated attention, hidden 1024, the
+// 248320-token vocabulary tied): its prefill runs the chunked delta rule on GPUs and the recurrent
+// one on lavapipe unless KILN_VULKAN_DELTA=chunked|recurrent says otherwise.
 //
 //   bench_model [--device cpu|vulkan|auto] [--dtype f16,bf16,q8_0] [--layers 28] [--prompt 64]
 //               [--decode 16] [--seqs 1] [--dir /tmp] [--keep] [--roofline auto|triad|copy]
-//               [--arch qwen3|gemma4-e2b|gemma4-moe] [--model PATH]
+//               [--arch qwen3|gemma4-e2b|gemma4-moe|qwen3_5] [--model PATH]
 // --keep leaves the model files in --dir (kiln-bench-<arch>-<dtype>.gguf), for kiln generate / logits.
 #include <fmt/format.h>
 #include <tbb/blocked_range.h>
@@ -46,10 +49,12 @@
 #include "model/checkpoint_writer.hpp"
 #include "model/model_host.hpp"
 #include "plugin/registry.hpp"
+#include "qwen3_5_checkpoint.hpp"
 #include "synthetic_model.hpp"
 
 extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_llama(uint32_t, uint32_t);
 extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_gemma4(uint32_t, uint32_t);
+extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_qwen3_5(uint32_t, uint32_t);
 
 namespace {
 
@@ -162,6 +167,27 @@ test::Gemma4Spec gemma4_shape(const std::string& arch, DType t) {
   return s;
 }
 
+/** Qwen3.5-0.8B's shape (see the header). */
+test::Qwen35Spec qwen35_shape(DType t) {
+  test::Qwen35Spec s;
+  s.name = "qwen3_5-bench";
+  s.model_type = "qwen3_5";
+  s.dtype = t;
+  s.vocab = 248320;
+  s.hidden = 1024;
+  s.layers = 24;
+  s.linear.clear();
+  for (int l = 0; l < s.layers; ++l) s.linear.push_back((l + 1) % 4 != 0);
+  s.heads = 8;
+  s.kv_heads = 2;
+  s.head_dim = 256;
+  s.k_heads = s.v_heads = 16;
+  s.k_dim = s.v_dim = 128;
+  s.inter = 3584;
+  s.tied = true;
+  return s;
+}
+
 void print_step_parts(const std::vector<std::pair<std::string, Measured>>& rows) {
   std::printf(
       "\ndecode step, microseconds: host parts (build, plan and bind+record are 0 once the shape's graph is cached), "
@@ -196,8 +222,8 @@ int main(int argc, char** argv) {
   const std::string dir = arg(argc, argv, "--dir", std::filesystem::temp_directory_path().c_str());
   const bool keep = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::strcmp(a, "--keep") == 0; });
   const std::string arch = arg(argc, argv, "--arch", "qwen3");
-  if (arch != "qwen3" && arch != "gemma4-e2b" && arch != "gemma4-moe") {
-    std::fprintf(stderr, "--arch must be qwen3, gemma4-e2b or gemma4-moe\n");
+  if (arch != "qwen3" && arch != "gemma4-e2b" && arch != "gemma4-moe" && arch != "qwen3_5") {
+    std::fprintf(stderr, "--arch must be qwen3, gemma4-e2b, gemma4-moe or qwen3_5\n");
     return 2;
   }
   std::vector<std::string> dtypes;
@@ -214,6 +240,8 @@ int main(int argc, char** argv) {
   register_builtin_plugins(registry);
   if (!registry.find_model_type("qwen3")) registry.register_static(&kiln_plugin_descriptor_llama, "<static llama>");
   if (!registry.find_model_type("gemma4")) registry.register_static(&kiln_plugin_descriptor_gemma4, "<static gemma4>");
+  if (!registry.find_model_type("qwen35"))
+    registry.register_static(&kiln_plugin_descriptor_qwen3_5, "<static qwen3_5>");
   auto options = [&] {
     model::HostOptions o;
     o.device = device;
@@ -263,6 +291,12 @@ int main(int argc, char** argv) {
         2.0 * shape.V * shape.D;
     if (arch == "qwen3") {
       per_token = bench::write_qwen3(path, shape, t);
+    } else if (arch == "qwen3_5") {
+      const test::Qwen35Spec q = qwen35_shape(t);
+      test::write_qwen35_gguf(q, path);
+      const test::Qwen35Cost cost = test::qwen35_cost(q);
+      per_token = cost.decode_bytes;
+      params = cost.params;
     } else {
       const test::Gemma4Spec g = gemma4_shape(arch, t);
       test::write_gemma4_gguf(g, path);

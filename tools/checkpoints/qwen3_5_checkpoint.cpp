@@ -213,6 +213,24 @@ std::vector<Qwen35Spec> qwen35_variants() {
   return {qwen35_moe_tiny(), qwen3_next_tiny(), qwen35_dense_tiny()};
 }
 
+Qwen35Cost qwen35_cost(const Qwen35Spec& s) {
+  Qwen35Cost c;
+  auto bytes = [&](int64_t n) { return static_cast<double>(*dtype_bytes(s.dtype, n)); };
+  for (const GenTensor& t : make_tensors(s)) {
+    const auto n = static_cast<int64_t>(numel(t.shape));
+    c.params += static_cast<double>(n);
+    if (!t.matrix || t.name == "embed_tokens.weight" || t.shape.size() < 2) continue;  // gathered, or tiny
+    double b = bytes(n);
+    if (t.name.find("experts.") != std::string::npos && t.name.find("shared") == std::string::npos)
+      b *= static_cast<double>(s.top_k) / s.experts;
+    c.decode_bytes += static_cast<uint64_t>(b);
+  }
+  const int64_t head = int64_t{s.vocab} * s.hidden;  // the vocabulary matrix (tied or not)
+  c.decode_bytes += static_cast<uint64_t>(bytes(head));
+  if (!s.tied) c.params += static_cast<double>(head);
+  return c;
+}
+
 void write_qwen35_hf(const Qwen35Spec& s, const std::string& dir) {
   std::filesystem::create_directories(dir);
   const bool wrapper = s.model_type != "qwen3_next";
@@ -284,7 +302,7 @@ void write_qwen35_gguf(const Qwen35Spec& s, const std::string& path) {
   auto vals = [&](const std::string& n) {
     const GenTensor& x = t.at(n);
     std::vector<float> v = x.values();
-    if (x.matrix && s.dtype != DType::f32) {
+    if (x.matrix && (s.dtype == DType::f16 || s.dtype == DType::bf16)) {  // types HF files hold
       const std::vector<uint8_t> stored = model::encode_f32(v, s.dtype);
       to_f32(s.dtype, stored.data(), static_cast<int64_t>(v.size()), v.data());
     }

@@ -45,6 +45,13 @@ std::vector<Qwen35Spec> qwen35_variants();
  */
 Qwen35Spec qwen35_default_model();
 
+/** Parameters, and weight bytes a decode step reads (every matrix; the tied head once; experts by top_k / E). */
+struct Qwen35Cost {
+  double params = 0;
+  uint64_t decode_bytes = 0;
+};
+Qwen35Cost qwen35_cost(const Qwen35Spec& s);
+
 /** Writes config.json, generation_config.json and model.safetensors into `dir`. */
 void write_qwen35_hf(const Qwen35Spec& s, const std::string& dir);
 
