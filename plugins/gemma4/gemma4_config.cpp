@@ -1,6 +1,8 @@
 #include "gemma4_config.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -55,7 +57,8 @@ struct Reader {
 };
 
 /** RoPE of one layer type from rope_parameters[type]: "default" or "proportional". */
-void read_rope(const json& rp, const std::string& type, uint32_t head_dim, float* theta, uint32_t* freq) {
+void read_rope(const json& rp, const std::string& type, uint32_t head_dim, float* theta, uint32_t* dims,
+               uint32_t* freq) {
   auto it = rp.find(type);
   if (it == rp.end() || !it->is_object())
     fail("config.json rope_parameters has no '" + type + "' entry (Gemma 4 ropes each layer type differently)");
@@ -66,7 +69,10 @@ void read_rope(const json& rp, const std::string& type, uint32_t head_dim, float
   auto rt = r.find("rope_type");
   const std::string kind = rt != r.end() && rt->is_string() ? rt->get<std::string>() : "";
   if (kind == "default") {
+    // HF's default RoPE honours a partial factor: the first int(factor · D) dims rotate, exponents over them.
     *freq = 0;
+    if (auto f = r.find("partial_rotary_factor"); f != r.end() && f->is_number() && f->get<double>() != 1.0)
+      *dims = static_cast<uint32_t>(f->get<double>() * head_dim) / 2 * 2;
   } else if (kind == "proportional") {
     // HF _compute_proportional_rope_parameters: the first int(factor · head_dim / 2) pairs rotate with
     // exponents over the whole head; the rest have frequency 0.
@@ -98,9 +104,32 @@ void parse_hf(const json& j, Config& c) {
   const uint32_t n_ff = r.u32("intermediate_size");
   const uint32_t n_kv = r.u32("num_key_value_heads");
   const uint32_t head_dim = r.u32("head_dim");
-  const uint32_t global_head_dim = r.u32("global_head_dim");
+  // Full layers' head dim and (K=V) KV heads: global_head_dim / num_global_key_value_heads, or,
+  // from transformers 5.15 on (PR #47384), per_layer_config entries keyed by the zero-padded layer
+  // index ({"04": {"head_dim": 512, "num_key_value_heads": 2}}).
   const bool k_eq_v = r.flag("attention_k_eq_v");
-  const uint32_t n_kv_global = k_eq_v ? r.u32("num_global_key_value_heads") : n_kv;
+  auto present = [&](const char* k) { return r.find(k) && !r.find(k)->is_null(); };
+  const uint32_t global_head_dim = present("global_head_dim") ? r.u32("global_head_dim") : 0;
+  const uint32_t n_kv_global = !k_eq_v                                 ? n_kv
+                               : present("num_global_key_value_heads") ? r.u32("num_global_key_value_heads")
+                                                                       : 0;
+  std::map<uint32_t, const json*> per_layer;
+  if (const json* plc = r.find("per_layer_config"); plc && plc->is_object())
+    for (auto it = plc->begin(); it != plc->end(); ++it) {
+      const std::string& k = it.key();
+      if (k.empty() || k.size() > 6 || k.find_first_not_of("0123456789") != std::string::npos || !it->is_object())
+        fail("config.json per_layer_config must map layer indices (\"04\") to objects, not '" + k + "'");
+      per_layer[static_cast<uint32_t>(std::stoul(k))] = &it.value();
+    }
+  auto layer_value = [&](uint32_t l, const char* key, uint32_t fallback) -> uint32_t {
+    auto it = per_layer.find(l);
+    if (it == per_layer.end()) return fallback;
+    auto v = it->second->find(key);
+    if (v == it->second->end() || v->is_null()) return fallback;
+    if (!v->is_number_integer() || v->get<int64_t>() <= 0 || v->get<int64_t>() > INT32_MAX)
+      fail("config.json per_layer_config[" + std::to_string(l) + "]." + key + " must be a positive integer");
+    return v->get<uint32_t>();
+  };
   c.window = r.u32("sliding_window");
   c.softcap = r.need("final_logit_softcapping").is_null() ? 0.0f : r.f32("final_logit_softcapping");
   c.ple_dim = r.u32_or_null("hidden_size_per_layer_input");
@@ -124,6 +153,9 @@ void parse_hf(const json& j, Config& c) {
          KILN_ERR_UNSUPPORTED);
   if (const json* b = r.find("attention_bias"); b && *b == true)
     fail("config.json attention_bias true is not supported (no released Gemma 4 has attention biases)",
+         KILN_ERR_UNSUPPORTED);
+  if (const json* b = r.find("use_bidirectional_attention"); b && *b == "all")
+    fail("config.json use_bidirectional_attention 'all' (bidirectional text attention) is not supported",
          KILN_ERR_UNSUPPORTED);
   if (const json* t = r.find("tie_word_embeddings"); t && *t == false)
     fail("config.json tie_word_embeddings false is not supported (Gemma 4's head is the embedding)",
@@ -149,10 +181,17 @@ void parse_hf(const json& j, Config& c) {
     else if (t != "full_attention")
       fail("config.json layer_types[" + std::to_string(l) + "] is " + t.dump() +
            " (sliding_attention or full_attention)");
-    L.head_dim = L.sliding ? head_dim : global_head_dim;
     L.k_eq_v = !L.sliding && k_eq_v;
-    L.n_kv_heads = L.k_eq_v ? n_kv_global : n_kv;
-    read_rope(rp, L.sliding ? "sliding_attention" : "full_attention", L.head_dim, &L.rope_theta, &L.rope_freq);
+    L.head_dim = layer_value(l, "head_dim", L.sliding ? head_dim : global_head_dim);
+    L.n_kv_heads = layer_value(l, "num_key_value_heads", L.k_eq_v ? n_kv_global : n_kv);
+    if (!L.head_dim)
+      fail("config.json has neither global_head_dim nor per_layer_config[" + std::to_string(l) +
+           "].head_dim for full-attention layer " + std::to_string(l));
+    if (!L.n_kv_heads)
+      fail("config.json has neither num_global_key_value_heads nor per_layer_config[" + std::to_string(l) +
+           "].num_key_value_heads for K=V layer " + std::to_string(l));
+    read_rope(rp, L.sliding ? "sliding_attention" : "full_attention", L.head_dim, &L.rope_theta, &L.rope_dims,
+              &L.rope_freq);
     const bool shared = l >= c.n_layers - n_shared;
     L.n_ff = shared && double_wide ? 2 * n_ff : n_ff;
     if (shared) {
@@ -172,7 +211,8 @@ void parse_hf(const json& j, Config& c) {
 uint32_t per_layer(const Reader& r, const std::string& key, uint32_t layer, uint32_t n_layers) {
   const json& v = r.need(key);
   if (!v.is_array()) return r.u32(key);
-  if (v.size() != n_layers || !v[layer].is_number_integer() || v[layer].get<int64_t>() < 0)
+  if (v.size() != n_layers || !v[layer].is_number_integer() || v[layer].get<int64_t>() < 0 ||
+      v[layer].get<int64_t>() > INT32_MAX)
     fail("GGUF metadata '" + r.prefix + key + "' must be a number or one non-negative number per layer");
   return v[layer].get<uint32_t>();
 }
@@ -239,6 +279,17 @@ void parse_gguf(const kiln::ModelInfo& info, const json& j, Config& c) {
     c.n_ff_expert = r.u32("expert_feed_forward_length");
   }
   const uint32_t full_pairs = rope_pairs_from_freqs(info, head_dim_full);
+  // llama.cpp's converter writes proportional RoPE as rope_freqs over the whole head; a file
+  // without it (or rotating part of the full head) would rope the 512-wide layers wrongly.
+  const bool any_full = std::any_of(pattern.begin(), pattern.end(), [](const json& v) { return v == false; });
+  if (any_full && !info.has("rope_freqs.weight"))
+    fail("GGUF tensor rope_freqs.weight is missing: Gemma 4's full-attention layers need it (proportional RoPE)");
+  if (any_full && rot_full != head_dim_full)
+    fail(
+        "GGUF gemma4.rope.dimension_count must equal attention.key_length (the full head rotates through "
+        "rope_freqs)");
+  if (r.find("suppress_tokens"))
+    fail("GGUF gemma4.suppress_tokens (the 12B unified variant) is not supported", KILN_ERR_UNSUPPORTED);
   c.layers.resize(c.n_layers);
   for (uint32_t l = 0; l < c.n_layers; ++l) {
     Layer& L = c.layers[l];

@@ -76,7 +76,7 @@ void read_layer_types(const Reader& r, Config& c) {
   for (uint32_t l = 0; l < c.n_layers; ++l) c.layers[l].linear = (l + 1) % every != 0;
 }
 
-void parse_hf(const kiln::ModelInfo& info, const json& j, Config& c) {
+void parse_hf(const json& j, Config& c) {
   Reader r{j, "", "config.json"};
   c.n_vocab = r.u32("vocab_size");
   c.n_embd = r.u32("hidden_size");
@@ -114,9 +114,16 @@ void parse_hf(const kiln::ModelInfo& info, const json& j, Config& c) {
   const json* prf = rope_key("partial_rotary_factor");
   if (!prf || !prf->is_number()) fail("config.json partial_rotary_factor (or rope_parameters.*) is missing");
   c.rope_dims = static_cast<uint32_t>(c.head_dim * prf->get<double>());
-  if (const json* t = rope_key("rope_type"); t && t->is_string() && *t != "default")
-    fail("rope_type " + t->dump() + " is not supported (plain partial RoPE only); the output would be wrong",
-         KILN_ERR_UNSUPPORTED);
+  // Scaled RoPE (YaRN and the like, in either spelling) must not run unscaled.
+  for (const char* k : {"rope_type", "type"})
+    if (const json* t = rope_key(k); t && t->is_string() && *t != "default")
+      fail(std::string("config.json ") + k + " " + t->dump() +
+               " is not supported (plain partial RoPE only); the output would be wrong",
+           KILN_ERR_UNSUPPORTED);
+  if (const json* f = rope_key("factor"); f && f->is_number() && f->get<double>() != 1.0)
+    fail("config.json rope factor " + f->dump() + " (scaled RoPE) is not supported", KILN_ERR_UNSUPPORTED);
+  // HF ties the head to the embedding by this key (the wrapper's, which the host merged in).
+  c.tied = r.flag("tie_word_embeddings");
 
   read_layer_types(r, c);
   switch (c.family) {
@@ -131,7 +138,11 @@ void parse_hf(const kiln::ModelInfo& info, const json& j, Config& c) {
       c.norm_topk = r.flag("norm_topk_prob");
       const uint32_t step = r.u32("decoder_sparse_step");
       std::vector<uint32_t> dense;
-      if (const json* m = r.find("mlp_only_layers")) dense = m->get<std::vector<uint32_t>>();
+      if (const json* m = r.find("mlp_only_layers")) {
+        if (!m->is_array() || !std::all_of(m->begin(), m->end(), [](const json& v) { return v.is_number_unsigned(); }))
+          fail("config.json mlp_only_layers must be a list of layer indices");
+        dense = m->get<std::vector<uint32_t>>();
+      }
       for (uint32_t l = 0; l < c.n_layers; ++l)
         c.layers[l].moe = step > 0 && (l + 1) % step == 0 && std::find(dense.begin(), dense.end(), l) == dense.end();
       break;
@@ -146,7 +157,6 @@ void parse_hf(const kiln::ModelInfo& info, const json& j, Config& c) {
     c.n_ff_shared = r.u32("shared_expert_intermediate_size");
   }
   if (any_dense && !c.n_ff) c.n_ff = r.u32("intermediate_size");
-  (void)info;
 }
 
 /**
@@ -190,7 +200,10 @@ void parse_gguf(const kiln::ModelInfo& info, const json& j, Config& c) {
   c.layers.assign(c.n_layers, {});
   if (const json* rl = r.find("attention.recurrent_layers")) {
     if (!rl->is_array() || rl->size() < c.n_layers) fail("GGUF attention.recurrent_layers must hold a flag per layer");
-    for (uint32_t l = 0; l < c.n_layers; ++l) c.layers[l].linear = (*rl)[l].get<bool>();
+    for (uint32_t l = 0; l < c.n_layers; ++l) {
+      if (!(*rl)[l].is_boolean()) fail("GGUF attention.recurrent_layers must hold booleans");
+      c.layers[l].linear = (*rl)[l].get<bool>();
+    }
   } else {
     const uint32_t every =
         r.find("full_attention_interval") ? r.u32("full_attention_interval") : 4;  // llama.cpp's default
@@ -224,7 +237,7 @@ Config parse_config(const kiln::ModelInfo& info) {
   if (info.format == KILN_CHECKPOINT_GGUF)
     parse_gguf(info, j, c);
   else
-    parse_hf(info, j, c);
+    parse_hf(j, c);
   if (!c.n_layers || !c.n_embd || !c.n_vocab) fail("empty model shape in the configuration");
   if (!c.head_dim || !c.n_head_kv || c.n_head % c.n_head_kv)
     fail(std::to_string(c.n_head) + " query heads over " + std::to_string(c.n_head_kv) +

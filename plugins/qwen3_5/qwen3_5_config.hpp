@@ -23,6 +23,7 @@ struct Config {
   uint32_t n_layers = 0, n_embd = 0, n_vocab = 0, max_context = 0;
   uint32_t bos_token = UINT32_MAX;
   float norm_eps = 1e-6f;
+  bool tied = false;           ///< HF: tie_word_embeddings (GGUF: no output.weight)
   bool norms_shifted = false;  ///< GGUF: the zero-centred norms were stored as 1 + w (plain RMSNorm)
   // Gated full attention.
   uint32_t n_head = 0, n_head_kv = 0, head_dim = 0;

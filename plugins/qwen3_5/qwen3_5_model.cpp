@@ -6,7 +6,6 @@
 #include "qwen3_5_model.hpp"
 
 #include <cmath>
-#include <cstdlib>
 #include <kiln/layers.hpp>
 #include <kiln/plugin.hpp>
 #include <string>
@@ -25,7 +24,7 @@ class Qwen35Model : public kiln::Model {
   explicit Qwen35Model(const kiln::ModelInfo& info) : c_(parse_config(info)), names_(name_table(c_.format)) {
     if (c_.format == KILN_CHECKPOINT_HF && info.has_prefix("model.language_model."))
       names_.rewrite_prefix("model.", "model.language_model.");
-    tied_ = !info.has(name(Role::output, -1));
+    tied_ = c_.format == KILN_CHECKPOINT_GGUF ? !info.has(name(Role::output, -1)) : c_.tied;
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       const int li = static_cast<int>(l);
       if (c_.layers[l].linear) {
@@ -34,10 +33,9 @@ class Qwen35Model : public kiln::Model {
       }
       if (c_.layers[l].moe) experts_fused_ = info.has(name(Role::moe_gate_up, li));
     }
-    // MTP weights (HF "mtp.*", GGUF blocks past the trunk) are loaded and kept for speculative
-    // decoding; the graph does not run them yet.
-    for (const kiln::CheckpointTensor& t : info.tensors)
-      if (t.name.substr(0, 4) == "mtp." || mtp_block(t.name)) mtp_.push_back({std::string(t.name), t.shape});
+    // MTP weights (HF "mtp.*", GGUF blocks past the trunk) are not declared: nothing runs them yet,
+    // and loading them would take a whole MoE layer's memory from the cache (the host logs them as
+    // skipped). They join the tensor table with the speculative decoder that uses them.
     // llama.cpp stores the zero-centred norms as 1 + w.
     norm_mode_ = c_.norms_shifted ? KILN_NORM_WEIGHT : KILN_NORM_ONE_PLUS;
   }
@@ -128,7 +126,6 @@ class Qwen35Model : public kiln::Model {
         mat(Role::ffn_down, l, {H, c_.n_ff});
       }
     }
-    for (const auto& [n, shape] : mtp_) d.push_back({n, KILN_DTYPE_ANY, shape, true, false, 0});
     return d;
   }
 
@@ -259,12 +256,6 @@ class Qwen35Model : public kiln::Model {
     return g.op(KILN_OP_CONCAT, {a, b}, p);
   }
 
-  /** GGUF: a tensor of an MTP block (blk.N with N past the trunk). */
-  bool mtp_block(std::string_view n) const {
-    if (c_.format != KILN_CHECKPOINT_GGUF || n.substr(0, 4) != "blk.") return false;
-    return static_cast<uint32_t>(std::atoi(std::string(n.substr(4)).c_str())) >= c_.n_layers;
-  }
-
   /** Sparse MoE (§2.7): routed experts plus the shared expert scaled by sigmoid(x · w_sg). */
   kiln_tensor moe(kiln::GraphBuilder& g, kiln_tensor h, int l, const std::string& pre) const {
     layers::MoeRouting r;
@@ -292,7 +283,6 @@ class Qwen35Model : public kiln::Model {
   kiln::NameTable<Role> names_;
   bool tied_ = false, fused_qkvz_ = false, fused_ba_ = false, experts_fused_ = false;
   kiln_norm_mode norm_mode_ = KILN_NORM_ONE_PLUS;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> mtp_;
 };
 
 const char* const kModelTypes[] = {"qwen3_5",          "qwen3_5_text", "qwen3_5_moe",

@@ -213,3 +213,28 @@ TEST(Gemma4Config, StopTokensAndSamplingDefaultsComeFromGenerationConfig) {
   EXPECT_EQ(stops, (std::vector<int64_t>{1, 50, 106}));
   EXPECT_EQ(ck.generation().top_k, 64);
 }
+
+// transformers >= 5.15 writes the full layers' head dim and K=V KV heads per layer instead of
+// global_head_dim / num_global_key_value_heads (PR #47384): the same model, the same logits.
+TEST(Gemma4Config, PerLayerConfigReplacesTheGlobalKeys) {
+  const Gemma4Spec s = gemma4_31b_like();
+  TempDir dir;
+  write_gemma4_hf(s, dir.str());
+  nlohmann::json c = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  c.erase("global_head_dim");
+  c.erase("num_global_key_value_heads");
+  for (const char* l : {"02", "05"}) c["per_layer_config"][l] = {{"head_dim", 32}, {"num_key_value_heads", 1}};
+  std::ofstream(dir / "config.json") << c.dump();
+  auto host = open(dir.str(), cpu_options());
+  for (const auto& p : load_golden("gemma4_" + s.name))
+    EXPECT_LE(max_abs_diff(forward_all(*host, 1, p.ids), p.logits), kGoldenTolerance);
+  c.erase("per_layer_config");
+  std::ofstream(dir / "config.json") << c.dump();
+  try {
+    open(dir.str(), cpu_options());
+    ADD_FAILURE() << "loaded without any full-layer head dim";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("global_head_dim nor per_layer_config[2].head_dim"), std::string::npos)
+        << e.what();
+  }
+}
