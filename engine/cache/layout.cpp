@@ -28,14 +28,19 @@ LayerSpec LayerSpec::from_c(const kiln_layer_cache_desc& d) {
 uint32_t dtype_size(uint32_t t) {
   switch (t) {
     case KILN_DTYPE_F32:
-    case KILN_DTYPE_I32: return 4;
+    case KILN_DTYPE_I32:
+      return 4;
     case KILN_DTYPE_F16:
-    case KILN_DTYPE_BF16: return 2;
-    default: return 0;
+    case KILN_DTYPE_BF16:
+      return 2;
+    default:
+      return 0;
   }
 }
 
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+static uint64_t ceil_div(uint64_t a, uint64_t b) {
+  return (a + b - 1) / b;
+}
 
 CacheLayout plan_layout(const std::vector<LayerSpec>& layers, const CacheOptions& o) {
   if (o.block_tokens == 0) throw_error("[cache] block_tokens must be at least 1");
@@ -96,7 +101,10 @@ CacheLayout plan_layout(const std::vector<LayerSpec>& layers, const CacheOptions
   }
 
   // Recurrent slots first: one per sequence that may be alive, and the snapshots'.
-  L.n_state_slots = L.state_bytes_per_slot ? o.max_seqs + o.snapshot_slots : 0;
+  const uint64_t snapshots =
+      L.state_bytes_per_slot ? std::max<uint64_t>(o.snapshot_slots, o.snapshot_bytes / L.state_bytes_per_slot) : 0;
+  L.n_state_slots =
+      L.state_bytes_per_slot ? o.max_seqs + static_cast<uint32_t>(std::min<uint64_t>(snapshots, 1 << 16)) : 0;
   L.state_bytes = uint64_t{L.n_state_slots} * L.state_bytes_per_slot;
   // What each group can ever use: full layers the whole context of every sequence, sliding layers
   // the window plus one step's chunk (and a block of slack for the partly filled ends).
@@ -104,19 +112,21 @@ CacheLayout plan_layout(const std::vector<LayerSpec>& layers, const CacheOptions
   std::vector<uint64_t> cap(L.groups.size()), minimum(L.groups.size());
   for (size_t g = 0; g < L.groups.size(); ++g) {
     const KvGroup& G = L.groups[g];
-    const uint64_t per_seq = G.kind == KILN_CACHE_SLIDING_KV && o.free_out_of_window
-                                 ? std::min(ceil_div(o.max_context, bt), ceil_div(G.window + o.max_batch_tokens, bt) + 1)
-                                 : ceil_div(o.max_context, bt);
+    const uint64_t per_seq =
+        G.kind == KILN_CACHE_SLIDING_KV && o.free_out_of_window
+            ? std::min(ceil_div(o.max_context, bt), ceil_div(G.window + o.max_batch_tokens, bt) + 1)
+            : ceil_div(o.max_context, bt);
     cap[g] = per_seq * o.max_seqs;
     minimum[g] = per_seq;
   }
   uint64_t need_min = L.state_bytes;
   for (size_t g = 0; g < L.groups.size(); ++g) need_min += minimum[g] * L.groups[g].bytes_per_block;
   if (o.budget_bytes < need_min)
-    throw_error("[cache] the cache budget of {} bytes cannot hold one {}-token sequence ({} bytes needed{}); raise "
-                "cache.memory or lower max_context",
-                o.budget_bytes, o.max_context, need_min,
-                L.n_state_slots ? fmt::format(", including {} recurrent state slots", L.n_state_slots) : "");
+    throw_error(
+        "[cache] the cache budget of {} bytes cannot hold one {}-token sequence ({} bytes needed{}); raise "
+        "cache.memory or lower max_context",
+        o.budget_bytes, o.max_context, need_min,
+        L.n_state_slots ? fmt::format(", including {} recurrent state slots", L.n_state_slots) : "");
   // Equal block counts for every group (each block covers the same tokens everywhere), groups that
   // reach their cap give the rest back to the others.
   uint64_t left = o.budget_bytes - L.state_bytes;

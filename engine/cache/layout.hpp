@@ -22,8 +22,8 @@ namespace kiln::cache {
 struct LayerSpec {
   kiln_cache_kind kind = KILN_CACHE_NONE;
   uint32_t n_kv_heads = 0, head_dim_k = 0, head_dim_v = 0;
-  uint32_t window = 0;            ///< SLIDING_KV: tokens a query sees, itself included
-  int32_t shares_with = -1;       ///< reads another layer's KV (no storage of its own)
+  uint32_t window = 0;                             ///< SLIDING_KV: tokens a query sees, itself included
+  int32_t shares_with = -1;                        ///< reads another layer's KV (no storage of its own)
   std::vector<std::vector<int64_t>> state_shapes;  ///< RECURRENT: per-sequence shapes
   std::vector<uint32_t> state_dtypes;              ///< kiln_dtype per state
 
@@ -32,11 +32,12 @@ struct LayerSpec {
 
 struct CacheOptions {
   uint32_t block_tokens = 16;
-  uint64_t budget_bytes = 0;      ///< KV blocks + recurrent slots together
-  uint32_t kv_dtype = KILN_DTYPE_F32;  ///< f32, f16 or bf16 (YAML cache.kv_dtype)
-  uint32_t max_seqs = kDefaultMaxSeqs;        ///< sequences alive at once (a recurrent slot each)
-  uint32_t snapshot_slots = 0;    ///< recurrent slots beyond max_seqs, for state snapshots
-  uint32_t max_context = 4096;    ///< tokens per sequence
+  uint64_t budget_bytes = 0;            ///< KV blocks + recurrent slots together
+  uint32_t kv_dtype = KILN_DTYPE_F32;   ///< f32, f16 or bf16 (YAML cache.kv_dtype)
+  uint32_t max_seqs = kDefaultMaxSeqs;  ///< sequences alive at once (a recurrent slot each)
+  uint32_t snapshot_slots = 0;          ///< recurrent slots beyond max_seqs, for state snapshots
+  uint64_t snapshot_bytes = 0;          ///< or as many as fit in these bytes (whichever is more)
+  uint32_t max_context = 4096;          ///< tokens per sequence
   uint32_t max_batch_tokens = kDefaultMaxBatchTokens;
   /** Sliding-window layers return blocks that left the window to the pool (off: keep them; tests). */
   bool free_out_of_window = true;
@@ -44,9 +45,9 @@ struct CacheOptions {
 
 struct KvGroup {
   kiln_cache_kind kind = KILN_CACHE_FULL_KV;
-  uint32_t window = 0;            ///< 0 for full attention
-  std::vector<uint32_t> layers;   ///< layers with storage in this group
-  uint64_t bytes_per_block = 0;   ///< K + V of every layer in the group, one block
+  uint32_t window = 0;           ///< 0 for full attention
+  std::vector<uint32_t> layers;  ///< layers with storage in this group
+  uint64_t bytes_per_block = 0;  ///< K + V of every layer in the group, one block
   uint32_t n_blocks = 0;
 };
 

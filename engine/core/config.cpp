@@ -41,10 +41,20 @@ bool parse_byte_size(const std::string& text, uint64_t* out) {
   }
   std::string unit = s.substr(i);
   std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
-  static const std::pair<const char*, double> units[] = {
-      {"", 1},       {"b", 1},          {"k", 1024.0},      {"kb", 1e3},           {"kib", 1024.0},
-      {"m", 1048576.0}, {"mb", 1e6},    {"mib", 1048576.0}, {"g", 1073741824.0},   {"gb", 1e9},
-      {"gib", 1073741824.0}, {"t", 1099511627776.0}, {"tb", 1e12}, {"tib", 1099511627776.0}};
+  static const std::pair<const char*, double> units[] = {{"", 1},
+                                                         {"b", 1},
+                                                         {"k", 1024.0},
+                                                         {"kb", 1e3},
+                                                         {"kib", 1024.0},
+                                                         {"m", 1048576.0},
+                                                         {"mb", 1e6},
+                                                         {"mib", 1048576.0},
+                                                         {"g", 1073741824.0},
+                                                         {"gb", 1e9},
+                                                         {"gib", 1073741824.0},
+                                                         {"t", 1099511627776.0},
+                                                         {"tb", 1e12},
+                                                         {"tib", 1099511627776.0}};
   for (const auto& [name, mult] : units)
     if (unit == name) {
       double bytes = value * mult;
@@ -131,7 +141,8 @@ class Section {
         ok = false;
       }
     }
-    if (!ok) fail_at(n, fmt::format("{} must be {} (got '{}')", sub(key), form, n.IsScalar() ? n.Scalar() : "a non-scalar"));
+    if (!ok)
+      fail_at(n, fmt::format("{} must be {} (got '{}')", sub(key), form, n.IsScalar() ? n.Scalar() : "a non-scalar"));
     if (v < lo || v > hi) fail_at(n, fmt::format("{} must be {} in [{}, {}] (got {})", sub(key), form, lo, hi, v));
     return v;
   }
@@ -198,17 +209,20 @@ ServerConfig read_server(const Section& s) {
     if (!n.IsScalar() || !parse_byte_size(n.Scalar(), &c.max_request_bytes) || c.max_request_bytes == 0)
       s.fail_at(n, "server.max_request_bytes must be a size such as 8MiB or 1048576");
   }
-  c.max_concurrent_requests = s.number<int>("max_concurrent_requests", c.max_concurrent_requests, 1, 1 << 20, "an integer");
+  c.max_concurrent_requests =
+      s.number<int>("max_concurrent_requests", c.max_concurrent_requests, 1, 1 << 20, "an integer");
   c.request_timeout_s = s.number<int>("request_timeout_s", c.request_timeout_s, 1, 86400 * 7, "seconds");
   c.read_timeout_s = s.number<int>("read_timeout_s", c.read_timeout_s, 1, 3600, "seconds");
   c.max_connections = s.number<int>("max_connections", c.max_connections, 1, 1 << 20, "an integer");
   c.drain_timeout_s = s.number<int>("drain_timeout_s", c.drain_timeout_s, 0, 3600, "seconds");
   if (s.has("limits")) {
     const Section l = s.section("limits");
-    l.expect_map({"max_messages", "max_prompt_tokens", "max_tokens", "max_n", "max_stop", "max_tools", "max_tools_bytes"});
+    l.expect_map(
+        {"max_messages", "max_prompt_tokens", "max_tokens", "max_n", "max_stop", "max_tools", "max_tools_bytes"});
     auto& m = c.limits;
     m.max_messages = l.number<int>("max_messages", m.max_messages, 1, 1 << 20, "an integer");
-    m.max_prompt_tokens = l.number<int>("max_prompt_tokens", m.max_prompt_tokens, 0, 1 << 24, "a token count (0 = context)");
+    m.max_prompt_tokens =
+        l.number<int>("max_prompt_tokens", m.max_prompt_tokens, 0, 1 << 24, "a token count (0 = context)");
     m.max_tokens = l.number<int>("max_tokens", m.max_tokens, 0, 1 << 24, "a token count (0 = context)");
     m.max_n = l.number<int>("max_n", m.max_n, 1, 256, "an integer");
     m.max_stop = l.number<int>("max_stop", m.max_stop, 0, 1024, "an integer");
@@ -241,8 +255,8 @@ PluginsConfig read_plugins(const Section& s, const std::string& base) {
 }
 
 SamplingConfig read_sampling(const Section& s) {
-  s.expect_map({"temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
-                "frequency_penalty", "max_tokens", "seed"});
+  s.expect_map({"temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty",
+                "max_tokens", "seed"});
   SamplingConfig c;
   c.temperature = s.opt_number<double>("temperature", 0.0, 100.0, "a number");
   c.top_p = s.opt_number<double>("top_p", 0.0, 1.0, "a number");
@@ -257,7 +271,7 @@ SamplingConfig read_sampling(const Section& s) {
 }
 
 CacheConfig read_cache(const Section& s) {
-  s.expect_map({"block_tokens", "memory", "prefix_caching", "kv_dtype"});
+  s.expect_map({"block_tokens", "memory", "prefix_caching", "snapshot_memory", "kv_dtype"});
   CacheConfig c;
   c.block_tokens = s.number<int>("block_tokens", c.block_tokens, 1, 4096, "an integer");
   if (s.has("memory")) {
@@ -276,13 +290,21 @@ CacheConfig read_cache(const Section& s) {
       c.memory_fraction = 0;
     } else {
       s.fail_at(n, fmt::format("{} must be a size such as 2GiB or a fraction of device memory in (0, 1] such as 0.5 "
-                               "(got '{}')", s.sub("memory"), text));
+                               "(got '{}')",
+                               s.sub("memory"), text));
     }
   }
   c.prefix_caching = s.boolean("prefix_caching", c.prefix_caching);
+  if (s.has("snapshot_memory")) {
+    const YAML::Node n = s.child("snapshot_memory");
+    if (!n.IsScalar() || !parse_byte_size(n.Scalar(), &c.snapshot_memory_bytes))
+      s.fail_at(n, fmt::format("{} must be a size such as 256MiB, or 0 for a tenth of the cache memory",
+                               s.sub("snapshot_memory")));
+  }
   c.kv_dtype = s.str("kv_dtype", c.kv_dtype);
   if (c.kv_dtype != "f32" && c.kv_dtype != "f16" && c.kv_dtype != "bf16")
-    s.fail_at(s.child("kv_dtype"), fmt::format("{} must be one of f32, f16, bf16 (got '{}')", s.sub("kv_dtype"), c.kv_dtype));
+    s.fail_at(s.child("kv_dtype"),
+              fmt::format("{} must be one of f32, f16, bf16 (got '{}')", s.sub("kv_dtype"), c.kv_dtype));
   return c;
 }
 
@@ -317,7 +339,8 @@ Config parse(const YAML::Node& root, const std::string& file, const std::string&
     s.expect_map({"level"});
     std::string level = s.str("level", "info");
     if (level != "debug" && level != "info" && level != "warn" && level != "error" && level != "off")
-      s.fail_at(s.child("level"), fmt::format("log.level must be one of debug, info, warn, error, off (got '{}')", level));
+      s.fail_at(s.child("level"),
+                fmt::format("log.level must be one of debug, info, warn, error, off (got '{}')", level));
     cfg.log_level = level;
   }
   if (top.has("server")) cfg.server = read_server(Section(&cfg.file, root["server"], "server"));
@@ -428,6 +451,7 @@ std::string Config::to_yaml() const {
       else
         e << YAML::Key << "memory" << YAML::Value << m.cache.memory_fraction;
       e << YAML::Key << "prefix_caching" << YAML::Value << m.cache.prefix_caching;
+      e << YAML::Key << "snapshot_memory" << YAML::Value << m.cache.snapshot_memory_bytes;
       e << YAML::Key << "kv_dtype" << YAML::Value << m.cache.kv_dtype;
       e << YAML::EndMap;
       e << YAML::Key << "tool_parser" << YAML::Value << m.tool_parser;

@@ -30,33 +30,33 @@ inline constexpr int kDefaultMaxBatchTokens = 2048;
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;
-  std::vector<std::string> api_keys;          ///< empty: no authentication
+  std::vector<std::string> api_keys;  ///< empty: no authentication
   uint64_t max_request_bytes = 8ull << 20;
   int max_concurrent_requests = 256;
   int request_timeout_s = 600;
-  int read_timeout_s = 30;                    ///< a client must send its request (headers and body) within this
-  int max_connections = 1024;                 ///< open client connections; the longest idle beyond it are cut
-  int drain_timeout_s = 30;                   ///< SIGTERM: requests in progress get this long to finish
+  int read_timeout_s = 30;     ///< a client must send its request (headers and body) within this
+  int max_connections = 1024;  ///< open client connections; the longest idle beyond it are cut
+  int drain_timeout_s = 30;    ///< SIGTERM: requests in progress get this long to finish
   /** What one request may ask for; beyond each, a 400 naming the field and the limit. */
   struct Limits {
     int max_messages = 1024;
-    int max_prompt_tokens = 0;                ///< 0: the model's context
-    int max_tokens = 0;                       ///< the largest max_tokens a request may ask for; 0: the context
+    int max_prompt_tokens = 0;  ///< 0: the model's context
+    int max_tokens = 0;         ///< the largest max_tokens a request may ask for; 0: the context
     int max_n = 16;
-    int max_stop = 16;                        ///< stop strings (and stop_token_ids)
+    int max_stop = 16;  ///< stop strings (and stop_token_ids)
     int max_tools = 128;
     uint64_t max_tools_bytes = 256ull << 10;  ///< the tools array as JSON (schemas included)
   } limits;
 };
 
 struct BackendConfig {
-  std::string kind = "auto";                  ///< auto | vulkan | cpu
-  std::string device;                         ///< Vulkan device index or name substring; empty = best
-  bool allow_cpu_fallback = true;             ///< auto/vulkan: fall back to cpu (loudly) without a device
+  std::string kind = "auto";       ///< auto | vulkan | cpu
+  std::string device;              ///< Vulkan device index or name substring; empty = best
+  bool allow_cpu_fallback = true;  ///< auto/vulkan: fall back to cpu (loudly) without a device
 };
 
 struct PluginsConfig {
-  std::vector<std::string> paths;             ///< absolute, resolved against the config file's folder
+  std::vector<std::string> paths;  ///< absolute, resolved against the config file's folder
 };
 
 struct SamplingConfig {
@@ -67,32 +67,34 @@ struct SamplingConfig {
 
 struct CacheConfig {
   int block_tokens = 16;
-  uint64_t memory_bytes = 0;                  ///< explicit size; 0 when a fraction is given
-  double memory_fraction = 0.5;               ///< of device memory, when memory_bytes == 0
+  uint64_t memory_bytes = 0;     ///< explicit size; 0 when a fraction is given
+  double memory_fraction = 0.5;  ///< of device memory, when memory_bytes == 0
   bool prefix_caching = true;
-  std::string kv_dtype = "f32";               ///< f32 | f16 | bf16
+  /** Recurrent-state snapshots of the prefix cache (hybrid models), from the cache memory; 0: a tenth of it. */
+  uint64_t snapshot_memory_bytes = 0;
+  std::string kv_dtype = "f32";  ///< f32 | f16 | bf16
 };
 
 struct ModelConfig {
   std::string name;
-  std::string path;                           ///< resolved against the config file's folder
-  std::string arch = "auto";                  ///< auto: config.json model_type / GGUF architecture
-  int max_context = 0;                        ///< 0: the model's own limit
+  std::string path;           ///< resolved against the config file's folder
+  std::string arch = "auto";  ///< auto: config.json model_type / GGUF architecture
+  int max_context = 0;        ///< 0: the model's own limit
   int max_batch_tokens = kDefaultMaxBatchTokens;
   int max_seqs = kDefaultMaxSeqs;
   CacheConfig cache;
-  std::string tool_parser;                    ///< registry name, empty = none
-  std::string reasoning_parser;               ///< registry name, empty = none
-  std::string chat_template;                  ///< file overriding the model's template, empty = model's
+  std::string tool_parser;       ///< registry name, empty = none
+  std::string reasoning_parser;  ///< registry name, empty = none
+  std::string chat_template;     ///< file overriding the model's template, empty = model's
   /** true: control tokens written in chat request text are recognised (Hugging Face's and vLLM's
    *  behaviour); false (default): they are text, only the template makes control tokens. */
   bool parse_special_in_content = false;
-  std::string description;                    ///< shown in /v1/models beside the model type and path
+  std::string description;  ///< shown in /v1/models beside the model type and path
   SamplingConfig sampling;
 };
 
 struct Config {
-  std::string file;                           ///< where it came from ("<string>" for text)
+  std::string file;  ///< where it came from ("<string>" for text)
   std::optional<std::string> log_level;
   std::optional<ServerConfig> server;
   std::optional<BackendConfig> backend;

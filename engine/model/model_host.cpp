@@ -272,6 +272,9 @@ void ModelHost::make_cache(const HostOptions& o) {
   }
   const backend::MemoryInfo mem = device_->memory();
   co.budget_bytes = cache::budget_from_config(o.cache, mem.total, mem.free);
+  // The prefix cache's recurrent-state snapshots come out of the same budget.
+  if (o.prefix_snapshots)
+    co.snapshot_bytes = o.cache.snapshot_memory_bytes ? o.cache.snapshot_memory_bytes : co.budget_bytes / 10;
   cache::CacheLayout layout = cache::plan_layout(specs, co);
   const uint32_t bt = layout.block_tokens;
   const DType kv = dtype_from_kiln(layout.kv_dtype);
@@ -315,7 +318,7 @@ void ModelHost::make_cache(const HostOptions& o) {
   limits_.max_context = co.max_context;
   limits_.block_tokens = layout.block_tokens;
   limits_.recurrent = layout.has_recurrent();
-  limits_.snapshot_slots = layout.has_recurrent() ? co.snapshot_slots : 0;
+  limits_.snapshot_slots = layout.has_recurrent() ? layout.n_state_slots - co.max_seqs : 0;
   cache_ = std::make_unique<cache::KvCache>(std::move(layout), co);
 }
 

@@ -44,11 +44,14 @@ namespace kiln::model {
 struct HostOptions {
   std::string device;  ///< "" / "auto", "cpu", "vulkan", "vulkan:1" (KILN_DEVICE overrides)
   bool allow_cpu_fallback = true;
-  CacheConfig cache;  ///< block_tokens, memory (bytes or fraction of device memory), kv_dtype
-  uint32_t max_context = 0;  ///< 0: the model's, capped at 8192
+  CacheConfig cache;                    ///< block_tokens, memory (bytes or fraction of device memory), kv_dtype
+  uint32_t max_context = 0;             ///< 0: the model's, capped at 8192
   uint32_t max_seqs = kDefaultMaxSeqs;  ///< sequences alive at once
   uint32_t max_batch_tokens = kDefaultMaxBatchTokens;
-  uint32_t snapshot_slots = 0;     ///< recurrent-state slots beyond max_seqs, for snapshots
+  uint32_t snapshot_slots = 0;  ///< recurrent-state slots beyond max_seqs, for snapshots
+  /** Also as many snapshot slots as cache.snapshot_memory_bytes holds (a tenth of the budget when 0): a prefix cache's.
+   */
+  bool prefix_snapshots = false;
   uint32_t graph_cache = 64;       ///< batch shapes whose graphs are kept (least recently used go)
   bool free_out_of_window = true;  ///< sliding-window layers return old blocks (off: keep; tests)
   std::vector<std::string> dump;   ///< named intermediates to return from each step

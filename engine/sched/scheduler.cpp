@@ -1,6 +1,7 @@
 #include "sched/scheduler.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/log.hpp"
 
@@ -11,16 +12,109 @@ bool by_arrival(const Sequence* a, const Sequence* b) {
   return a->arrival < b->arrival;
 }
 
+uint32_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b, uint32_t limit) {
+  uint32_t n = 0;
+  while (n < limit && n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
 }  // namespace
 
-Scheduler::Scheduler(model::ModelHost& host, uint32_t token_budget)
+Scheduler::Scheduler(model::ModelHost& host, uint32_t token_budget, bool prefix_caching)
     : host_(host),
-      budget_(token_budget ? std::min(token_budget, host.limits().max_batch_tokens) : host.limits().max_batch_tokens) {}
+      budget_(token_budget ? std::min(token_budget, host.limits().max_batch_tokens) : host.limits().max_batch_tokens) {
+  if (prefix_caching) {
+    cache::PrefixTree::Hooks hooks;
+    hooks.drop = [this](cache::BlockSpan& span) { host_.drop(span); };
+    hooks.drop_state = [this](int32_t slot) {
+      model::StateSnapshot snap{slot, 0};
+      host_.release_snapshot(snap);
+    };
+    tree_ = std::make_unique<cache::PrefixTree>(host.limits().block_tokens, host.cache().layout().groups.size(),
+                                                std::move(hooks));
+  }
+}
+
+Scheduler::~Scheduler() = default;
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats st{preemptions_, waiting_.size(), running_.size()};
+  if (tree_) {
+    const cache::PrefixTree::Stats& t = tree_->stats();
+    st.prefix_lookups = lookups_;
+    st.prefix_hits = hits_;
+    st.cached_tokens = cached_tokens_;
+    st.cached_blocks = t.nodes;
+    st.evicted_blocks = t.evicted_blocks;
+    st.snapshots = t.snapshots;
+    st.snapshot_bytes = t.snapshots * host_.cache().layout().state_bytes_per_slot;
+    st.evicted_snapshots = t.evicted_snapshots;
+  }
+  return st;
+}
+
+cache::Status Scheduler::start(Sequence* s, uint64_t id) {
+  const bool first = !s->started;
+  s->started = true;
+  s->computed = s->indexed = 0;
+  if (tree_ && s->tokens.size() > 1) {
+    ++lookups_;
+    const bool recurrent = host_.limits().recurrent;
+    const cache::KvCache& kv = host_.cache();
+    // Recompute at least the last token: a full hit still needs this step's logits.
+    cache::PrefixTree::Match m = tree_->match(
+        s->cache_key, s->tokens, static_cast<uint32_t>(s->tokens.size()) - 1,
+        [&](const cache::BlockSpan& span) { return kv.prefix_usable(span); }, recurrent);
+    if (m.length) {
+      const model::StateSnapshot snap{m.state_slot, m.length};
+      if (host_.add_sequence(id, m.span, recurrent ? &snap : nullptr) == cache::Status::ok) {
+        s->computed = s->indexed = m.length;
+        ++hits_;
+        cached_tokens_ += m.length;
+        if (first) s->cached = std::min(m.length, s->prompt_len);
+        return cache::Status::ok;
+      }
+    }
+  }
+  return host_.add_sequence(id);
+}
+
+bool Scheduler::wait_for_shared_prefix(const Sequence* s) {
+  if (!tree_) return false;
+  const uint32_t bt = host_.limits().block_tokens;
+  for (const Sequence* r : running_) {
+    if (r->cache_key != s->cache_key || r->computed >= r->prompt_len) continue;
+    // Blocks of the common prompt prefix that r has yet to compute: worth waiting for when they go
+    // past what the tree holds for s already (the part r has computed is in the tree).
+    const uint32_t shared = common_prefix(r->tokens, s->tokens, std::min(r->prompt_len, s->prompt_len - 1)) / bt * bt;
+    if (shared >= r->computed + bt) return true;
+  }
+  return false;
+}
+
+void Scheduler::index(Sequence* s) {
+  if (!tree_ || !s->host_seq || s->failed) return;
+  const uint32_t bt = host_.limits().block_tokens;
+  const uint32_t upto = std::min<uint32_t>(s->computed, static_cast<uint32_t>(s->tokens.size())) / bt * bt;
+  if (upto > s->indexed) {
+    tree_->insert(s->cache_key, s->tokens, host_.hold(s->host_seq, upto));
+    s->indexed = upto;
+  }
+  const model::HostLimits& lim = host_.limits();
+  const uint32_t at = s->computed;
+  if (!lim.recurrent || !lim.state_chunk || at % lim.state_chunk || at % bt || at > upto) return;
+  if (!tree_->wants_state(s->cache_key, s->tokens, at)) return;
+  std::optional<model::StateSnapshot> snap = host_.snapshot(s->host_seq);
+  if (!snap && tree_->evict_state()) snap = host_.snapshot(s->host_seq);
+  if (snap) tree_->attach_state(s->cache_key, s->tokens, at, snap->slot);
+}
 
 void Scheduler::enqueue(Sequence* s) {
   s->arrival = next_arrival_++;
   s->computed = 0;
   s->host_seq = 0;
+  s->started = false;
+  s->cached = 0;
   waiting_.push_back(s);
 }
 
@@ -47,6 +141,13 @@ bool Scheduler::try_add(Plan& p, Sequence* s, uint32_t budget) {
   if (p.steps.size() >= lim.max_batch_seqs) return false;
   const uint32_t remaining = static_cast<uint32_t>(s->tokens.size()) - s->computed;
   uint32_t chunk = std::min(remaining, budget);
+  if (tree_ && lim.recurrent && lim.state_chunk && s->computed < s->prompt_len) {
+    // Cut the prompt's prefill at a multiple of the delta-rule chunk, where a snapshot can be taken:
+    // the last one before the chunk's end, or before the prompt's last token for the final chunk.
+    const uint32_t end = s->computed + chunk;
+    const uint32_t aligned = (end < s->prompt_len ? end : s->prompt_len - 1) / lim.state_chunk * lim.state_chunk;
+    if (aligned > s->computed && aligned < end) chunk = aligned - s->computed;
+  }
   while (chunk > 0) {
     cache::SeqStep st;
     st.seq = s->host_seq;
@@ -65,6 +166,8 @@ bool Scheduler::try_add(Plan& p, Sequence* s, uint32_t budget) {
       return true;
     }
     p.steps.pop_back();
+    // Out of blocks: the prefix tree's least recently used blocks go first.
+    if (status.status == cache::Status::out_of_blocks && tree_ && tree_->evict_leaf()) continue;
     if (status.status != cache::Status::out_of_blocks) {
       if (status.status != cache::Status::too_many_tokens && status.status != cache::Status::too_many_seqs) {
         s->failed = true;
@@ -97,6 +200,7 @@ Plan Scheduler::plan() {
     if (!p.steps.empty()) {
       const model::StepStatus st = host_.check(p.steps);
       if (!st.ok()) {
+        if (st.status == cache::Status::out_of_blocks && tree_ && tree_->evict_leaf()) continue;
         if (st.status == cache::Status::out_of_blocks && running_.size() > 1) {
           preempt(running_.back());
           continue;
@@ -118,24 +222,30 @@ Plan Scheduler::plan() {
       const uint32_t before = p.prefill_tokens;
       if (try_add(p, s, budget)) budget -= p.prefill_tokens - before;
     }
-    // 3. Admissions in arrival order; the first that does not fit stops the rest (no overtaking).
-    while (!waiting_.empty() && budget > 0 && p.steps.size() < lim.max_batch_seqs) {
-      Sequence* s = waiting_.front();
+    // 3. Admissions in arrival order; the first that does not fit stops the rest (no overtaking),
+    // except that one waiting for a prefix another sequence is computing lets later ones pass.
+    for (size_t i = 0; i < waiting_.size() && budget > 0 && p.steps.size() < lim.max_batch_seqs;) {
+      Sequence* s = waiting_[i];
+      if (wait_for_shared_prefix(s)) {
+        ++i;
+        continue;
+      }
       const uint64_t id = next_seq_++;
-      if (host_.add_sequence(id) != cache::Status::ok) break;  // every slot taken
+      if (start(s, id) != cache::Status::ok) break;  // every slot taken
       s->host_seq = id;
       const uint32_t before = p.prefill_tokens;
       if (!try_add(p, s, budget)) {
         host_.release(id);
         s->host_seq = 0;
+        s->computed = s->indexed = 0;
         if (s->failed) {
-          waiting_.pop_front();
+          waiting_.erase(waiting_.begin() + static_cast<long>(i));
           continue;
         }
         break;
       }
       budget -= p.prefill_tokens - before;
-      waiting_.pop_front();
+      waiting_.erase(waiting_.begin() + static_cast<long>(i));
       running_.insert(std::upper_bound(running_.begin(), running_.end(), s, by_arrival), s);
     }
     if (p.empty() && !running_.empty()) {
@@ -158,8 +268,10 @@ Plan Scheduler::plan() {
 }
 
 void Scheduler::commit(const Plan& plan) {
-  for (size_t i = 0; i < plan.steps.size(); ++i)
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
     plan.seqs[i]->computed += static_cast<uint32_t>(plan.steps[i].tokens.size());
+    index(plan.seqs[i]);
+  }
 }
 
 void Scheduler::abort(const Plan& plan) {

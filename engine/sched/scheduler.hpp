@@ -8,13 +8,23 @@
 // The scheduler owns no request: it holds pointers to Sequences that the engine owns and keeps
 // alive until it calls remove(). It asks the model host what a step would take (check) and never
 // changes the cache except to start (add_sequence) and end (release) sequences.
+//
+// With prefix caching on, it also owns the model's prefix tree (cache/prefix_tree.hpp): every
+// committed step's whole blocks join the tree at once (not when the request ends), a sequence starts
+// on the longest cached prefix every cache kind can serve (at least one prompt token is always
+// recomputed, so a full hit still produces logits), a request whose prefix another sequence is
+// computing right now waits for those blocks instead of computing them too, models with recurrent
+// layers get state snapshots at chunk-aligned positions (prefill chunks are cut there), and the
+// tree's least recently used leaves are evicted before any running sequence is preempted.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "cache/prefix_tree.hpp"
 #include "cache/ragged_batch.hpp"
 #include "model/model_host.hpp"
 
@@ -30,6 +40,11 @@ struct Sequence {
   uint32_t preemptions = 0;
   bool failed = false;  ///< the scheduler gave up on it (failure says why); remove it
   std::string failure;
+  // Prefix caching.
+  std::string cache_key;  ///< sequences share cached prefixes only under the same key (cache_salt)
+  uint32_t cached = 0;    ///< prompt tokens reused from the cache at its first start
+  uint32_t indexed = 0;   ///< tokens whose blocks the tree has been given
+  bool started = false;   ///< admitted at least once (cached is final)
 };
 
 /** One step: the host's steps and, per step, its sequence and whether its logits are sampled. */
@@ -44,12 +59,17 @@ struct Plan {
 struct SchedulerStats {
   uint64_t preemptions = 0;
   size_t waiting = 0, running = 0;
+  // Prefix caching (zeros when off).
+  uint64_t prefix_lookups = 0, prefix_hits = 0, cached_tokens = 0;
+  uint64_t cached_blocks = 0, evicted_blocks = 0;
+  uint64_t snapshots = 0, snapshot_bytes = 0, evicted_snapshots = 0;
 };
 
 class Scheduler {
  public:
   /** `token_budget` 0: the host's max_batch_tokens. */
-  explicit Scheduler(model::ModelHost& host, uint32_t token_budget = 0);
+  explicit Scheduler(model::ModelHost& host, uint32_t token_budget = 0, bool prefix_caching = false);
+  ~Scheduler();
 
   /** Queues a sequence (its tokens set, computed 0); it joins a step once it fits. */
   void enqueue(Sequence* s);
@@ -62,19 +82,27 @@ class Scheduler {
   /** After the step failed: the planned sequences' KV is as before the step. */
   void abort(const Plan& plan);
 
-  SchedulerStats stats() const { return {preemptions_, waiting_.size(), running_.size()}; }
+  SchedulerStats stats() const;
   bool idle() const { return waiting_.empty() && running_.empty(); }
 
  private:
   void preempt(Sequence* s);
   /** Adds the steps for `s` (a chunk of at most `budget` tokens) if the host takes them. */
   bool try_add(Plan& p, Sequence* s, uint32_t budget);
+  /** Starts `s` as host sequence `id`, on its longest cached prefix when there is one. */
+  cache::Status start(Sequence* s, uint64_t id);
+  /** Whether a running sequence is computing a prefix `s` would reuse, beyond what is cached. */
+  bool wait_for_shared_prefix(const Sequence* s);
+  /** Gives the tree `s`'s newly computed whole blocks, and a snapshot at a chunk-aligned length. */
+  void index(Sequence* s);
 
   model::ModelHost& host_;
   uint32_t budget_;
   uint64_t next_arrival_ = 1, next_seq_ = 1, preemptions_ = 0;
-  std::vector<Sequence*> running_;  ///< in the cache, oldest arrival first
-  std::deque<Sequence*> waiting_;   ///< not in the cache, oldest arrival first
+  std::vector<Sequence*> running_;           ///< in the cache, oldest arrival first
+  std::deque<Sequence*> waiting_;            ///< not in the cache, oldest arrival first
+  std::unique_ptr<cache::PrefixTree> tree_;  ///< null when prefix caching is off
+  uint64_t lookups_ = 0, hits_ = 0, cached_tokens_ = 0;
 };
 
 }  // namespace kiln::sched

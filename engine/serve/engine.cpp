@@ -72,7 +72,7 @@ struct Engine::Graph {
 };
 
 struct Engine::State {
-  explicit State(model::ModelHost& host) : sched(host) {}
+  State(model::ModelHost& host, bool prefix_caching) : sched(host, 0, prefix_caching) {}
   sched::Scheduler sched;
   std::vector<std::unique_ptr<Choice>> live;
   uint64_t steps = 0;
@@ -83,7 +83,7 @@ Engine::Engine(ServedModel& model, Metrics& metrics)
     : model_(model),
       metrics_(metrics),
       graph_(std::make_unique<Graph>(this)),
-      st_(std::make_unique<State>(model.host())) {
+      st_(std::make_unique<State>(model.host(), model.config().cache.prefix_caching)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -208,6 +208,7 @@ std::unique_ptr<Engine::Choice> Engine::make_choice(const std::shared_ptr<GenReq
   c->index = static_cast<uint32_t>(prompt) * r->n + j;
   c->seq.tokens = p.prompts[prompt];
   c->seq.prompt_len = static_cast<uint32_t>(c->seq.tokens.size());
+  c->seq.cache_key = r->cache_salt;  // one tree per model: the salt alone keeps tenants apart
   c->max_tokens = p.max_tokens;
   sched::SamplingParams sp = r->sampling;
   sp.seed += c->index;  // one stream per choice: n > 1 gives different samples, reproducibly
@@ -363,6 +364,7 @@ void Engine::emit_one(Choice& c) {
       {
         std::lock_guard lock(c.r->mu);
         c.r->usage.completion_tokens += c.generated;
+        if (c.index % c.r->n == 0) c.r->usage.cached_tokens += c.seq.cached;  // once per prompt
       }
       metrics_.tokens(model_.name(), c.index == 0 ? c.r->usage.prompt_tokens : 0, c.generated);
       c.done = true;
@@ -379,6 +381,14 @@ void Engine::publish_gauges(double step_s, double host_s) {
   g.waiting = ss.waiting;
   g.running = ss.running;
   g.preemptions = ss.preemptions;
+  g.prefix_lookups = ss.prefix_lookups;
+  g.prefix_hits = ss.prefix_hits;
+  g.cached_tokens = ss.cached_tokens;
+  g.cached_blocks = ss.cached_blocks;
+  g.evicted_blocks = ss.evicted_blocks;
+  g.snapshots = ss.snapshots;
+  g.snapshot_bytes = ss.snapshot_bytes;
+  g.evicted_snapshots = ss.evicted_snapshots;
   for (size_t gi = 0; gi < kv.layout().groups.size(); ++gi) {
     const uint64_t n = kv.layout().groups[gi].n_blocks, f = kv.free_blocks(gi);
     g.kv_blocks_free += f;

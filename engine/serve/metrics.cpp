@@ -85,6 +85,22 @@ std::string Metrics::render() const {
           [](const PerModel& p) { return p.cancelled; });
   counter("kiln_preemptions_total", "Sequences preempted (recomputed later) because the KV cache was full.",
           [](const PerModel& p) { return p.gauges.preemptions; });
+  counter("kiln_prefix_cache_lookups_total", "Sequence starts that looked up the prefix cache.",
+          [](const PerModel& p) { return p.gauges.prefix_lookups; });
+  counter("kiln_prefix_cache_hits_total", "Sequence starts that reused a cached prefix.",
+          [](const PerModel& p) { return p.gauges.prefix_hits; });
+  counter("kiln_prefix_cache_tokens_total", "Prompt tokens whose KV came from the prefix cache.",
+          [](const PerModel& p) { return p.gauges.cached_tokens; });
+  counter("kiln_prefix_cache_evicted_blocks_total", "Prefix-cache blocks evicted (least recently used).",
+          [](const PerModel& p) { return p.gauges.evicted_blocks; });
+  counter("kiln_prefix_cache_evicted_snapshots_total", "Recurrent-state snapshots evicted from the prefix cache.",
+          [](const PerModel& p) { return p.gauges.evicted_snapshots; });
+  gauge("kiln_prefix_cache_blocks", "Token blocks the prefix cache holds.",
+        [](const PerModel& p) { return p.gauges.cached_blocks; });
+  gauge("kiln_prefix_cache_snapshots", "Recurrent-state snapshots the prefix cache holds.",
+        [](const PerModel& p) { return p.gauges.snapshots; });
+  gauge("kiln_prefix_cache_snapshot_bytes", "Memory of those snapshots.",
+        [](const PerModel& p) { return p.gauges.snapshot_bytes; });
   counter("kiln_steps_total", "Engine steps run.", [](const PerModel& p) { return p.gauges.steps; });
   counter("kiln_step_seconds_total", "Wall time of engine steps.",
           [](const PerModel& p) { return p.gauges.step_seconds; });

@@ -15,7 +15,9 @@ using nlohmann::json;
 
 namespace {
 /** JSON text of a response; any invalid UTF-8 (none should reach here) becomes U+FFFD, not an exception. */
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 }  // namespace
 
 std::string error_json(const ApiError& e) {
@@ -350,6 +352,11 @@ std::optional<ApiRequest> parse_request(std::string_view text, bool chat, const 
     r->max_prompt_tokens = static_cast<uint32_t>(limits.max_prompt_tokens);
     r->max_output_tokens = static_cast<uint32_t>(limits.max_tokens);
     if (const json* u = field(body, "user"); u && !u->is_string()) bad("user", "'user' must be a string");
+    if (const json* salt = field(body, "cache_salt")) {
+      if (!salt->is_string() || salt->get_ref<const std::string&>().empty())
+        bad("cache_salt", "'cache_salt' must be a non-empty string");
+      r->cache_salt = salt->get<std::string>();
+    }
     r->ignore_eos = boolean(body, "ignore_eos").value_or(false);
     r->skip_special = boolean(body, "skip_special_tokens").value_or(true);
     parse_sampling(body, *out.model, *r, chat);

@@ -47,6 +47,7 @@ struct GenRequest {
   uint32_t max_prompt_tokens = 0;                ///< server.limits (0: the context)
   uint32_t max_output_tokens = 0;                ///< server.limits.max_tokens, which caps the default too (0: none)
   std::vector<std::string> stop;
+  std::string cache_salt;  ///< requests share cached prefixes only with the same salt (vLLM's cache_salt)
   std::vector<int32_t> stop_ids;
   bool ignore_eos = false;
   bool skip_special = true;

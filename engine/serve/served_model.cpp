@@ -47,6 +47,7 @@ model::HostOptions host_options(const ModelConfig& config, const BackendConfig& 
   o.max_context = static_cast<uint32_t>(config.max_context);
   o.max_seqs = static_cast<uint32_t>(config.max_seqs);
   o.max_batch_tokens = static_cast<uint32_t>(config.max_batch_tokens);
+  o.prefix_snapshots = config.cache.prefix_caching;
   return o;
 }
 

@@ -153,6 +153,11 @@ class Server {
     const size_t sp = b.find(' ', at + 1);
     return std::stod(b.substr(sp + 1, b.find('\n', sp) - sp - 1));
   }
+  /**
+   * KV blocks held by sequences: those in use minus the prefix cache's (one block per cached node
+   * in the single KV group of the models these tests serve). 0 once every request has ended.
+   */
+  double sequence_blocks() const { return metric("kiln_kv_blocks_used") - metric("kiln_prefix_cache_blocks"); }
 
  private:
   std::unique_ptr<HttpServer> http_;

@@ -37,9 +37,9 @@ TEST(Faults, ADeviceErrorFailsItsStepAndNothingElse) {
   EXPECT_EQ(s.client().Get("/health")->status, 200);
   EXPECT_EQ(s.post("/v1/completions", kShort, &st)["choices"][0]["text"], before);
   EXPECT_EQ(st, 200);
-  for (int i = 0; i < 200 && s.metric("kiln_kv_blocks_used") != 0; ++i)  // gauges follow the step
+  for (int i = 0; i < 200 && s.sequence_blocks() != 0; ++i)  // gauges follow the step
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(s.metric("kiln_kv_blocks_used"), 0);
+  EXPECT_EQ(s.sequence_blocks(), 0);
 }
 
 TEST(Faults, AnAllocationFailureFailsItsRequest) {
@@ -77,9 +77,9 @@ TEST(Faults, ARequestOverItsTimeIsEndedWith504) {
   EXPECT_TRUE(events.back().contains("error")) << events.back().dump();  // an error event, then [DONE]
   EXPECT_TRUE(done);
   dev->slow_wait(std::chrono::milliseconds(0));
-  for (int i = 0; i < 200 && s.metric("kiln_kv_blocks_used") != 0; ++i)
+  for (int i = 0; i < 200 && s.sequence_blocks() != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(s.metric("kiln_kv_blocks_used"), 0);
+  EXPECT_EQ(s.sequence_blocks(), 0);
   s.post("/v1/completions", kShort, &st);
   EXPECT_EQ(st, 200);
 }

@@ -164,9 +164,9 @@ TEST(Serve, PreemptionUnderATinyCacheKeepsOutputsExact) {
   for (int i = 0; i < N; ++i) EXPECT_EQ(together[i].get()["choices"][0]["text"], alone[i]) << i;
   dev->slow_wait(std::chrono::milliseconds(0));
   EXPECT_GT(s.metric("kiln_preemptions_total"), 0);
-  for (int i = 0; i < 200 && s.metric("kiln_kv_blocks_used") != 0; ++i)  // gauges follow the step
+  for (int i = 0; i < 200 && s.sequence_blocks() != 0; ++i)  // gauges follow the step
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(s.metric("kiln_kv_blocks_used"), 0);
+  EXPECT_EQ(s.sequence_blocks(), 0);
 }
 
 TEST(Serve, ChunkedPrefillGivesWhatOneChunkGives) {
@@ -224,7 +224,7 @@ TEST(Serve, ClientsComingAndGoingDoNotDisturbOthers) {
   for (auto& t : churn) t.join();
   bool freed = false;
   for (int i = 0; i < 300 && !freed; ++i) {
-    freed = s.metric("kiln_kv_blocks_used") == 0 && s.metric("kiln_requests_in_flight") == 0;
+    freed = s.sequence_blocks() == 0 && s.metric("kiln_requests_in_flight") == 0;
     if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(freed);
@@ -380,7 +380,7 @@ TEST(Serve, TwoHundredFiftySixStreamsWithAThirdHangingUp) {
   EXPECT_GT(completed, 160);
   bool freed = false;
   for (int i = 0; i < 500 && !freed; ++i) {
-    freed = s.metric("kiln_kv_blocks_used") == 0 && s.metric("kiln_running_sequences") == 0 &&
+    freed = s.sequence_blocks() == 0 && s.metric("kiln_running_sequences") == 0 &&
             s.metric("kiln_requests_in_flight") == 0 && s.metric("kiln_queue_depth") == 0;
     if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -512,7 +512,7 @@ TEST(Serve, DisconnectCancelsAndFreesBlocks) {
     // The sequence leaves at a following step: running and used blocks drop to 0 (bounded wait).
     bool freed = false;
     for (int i = 0; i < 300 && !freed; ++i) {
-      freed = s.metric("kiln_running_sequences") == 0 && s.metric("kiln_kv_blocks_used") == 0 &&
+      freed = s.metric("kiln_running_sequences") == 0 && s.sequence_blocks() == 0 &&
               s.metric("kiln_requests_in_flight") == 0;
       if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

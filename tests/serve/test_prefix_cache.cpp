@@ -1,0 +1,228 @@
+// Prefix caching: the scheduler on the model host (no threads, exact) for a full-attention model
+// (stories260K) and the hybrid test model (delta-rule, sliding-window and full layers at once), and
+// kiln serve's usage.cached_tokens, cache_salt and metrics over HTTP.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <memory>
+
+#include "host_helpers.hpp"
+#include "llama_helpers.hpp"
+#include "sched/scheduler.hpp"
+#include "server_harness.hpp"
+
+namespace kiln::sched {
+namespace {
+
+const std::string kStories = std::string(KILN_TEST_SOURCE_DIR) + "/configs/models/stories260K.gguf";
+
+model::HostOptions options(uint32_t blocks = 256, uint32_t budget = 256) {
+  model::HostOptions o = test::cpu_options();
+  o.max_context = 256;
+  o.max_seqs = 8;
+  o.max_batch_tokens = budget;
+  o.cache.block_tokens = 16;
+  o.cache.memory_bytes = uint64_t{blocks} * 16 * 1280;  // stories260K: 1280 bytes of f32 K and V per token
+  o.prefix_snapshots = true;
+  return o;
+}
+
+std::vector<int32_t> prompt(int seed, size_t n, int vocab = 500) {
+  std::vector<int32_t> p = {1};
+  for (size_t i = 1; i < n; ++i) p.push_back(static_cast<int32_t>(3 + (seed * 131 + i * 17) % (vocab - 3)));
+  return p;
+}
+
+/** Runs until every sequence has `gen` greedy tokens; prefill tokens the steps computed in `computed`. */
+void run(model::ModelHost& host, Scheduler& sched, std::vector<Sequence*> seqs, size_t gen,
+         uint64_t* computed = nullptr) {
+  for (Sequence* s : seqs) sched.enqueue(s);
+  const uint32_t V = host.limits().n_vocab;
+  size_t done = 0;
+  for (int guard = 0; done < seqs.size() && guard < 100000; ++guard) {
+    Plan p = sched.plan();
+    ASSERT_FALSE(p.empty());
+    model::StepResult r;
+    const model::StepStatus st = host.step(p.steps, &r);
+    ASSERT_TRUE(st.ok()) << st.message;
+    sched.commit(p);
+    if (computed) *computed += p.prefill_tokens;
+    for (size_t i = 0; i < p.steps.size(); ++i) {
+      if (!p.sample[i]) continue;
+      uint32_t row = 0;
+      while (r.row_seq[row] != p.steps[i].seq) ++row;
+      Sequence* s = p.seqs[i];
+      s->tokens.push_back(test::argmax(r.logits.data() + size_t{row} * V, V));
+      if (s->tokens.size() - s->prompt_len == gen) {
+        sched.remove(s);
+        ++done;
+      }
+    }
+  }
+}
+
+Sequence seq(std::vector<int32_t> tokens, std::string salt = "") {
+  Sequence s;
+  s.prompt_len = static_cast<uint32_t>(tokens.size());
+  s.tokens = std::move(tokens);
+  s.cache_key = std::move(salt);
+  return s;
+}
+
+std::vector<int32_t> output(const Sequence& s) {
+  return {s.tokens.begin() + s.prompt_len, s.tokens.end()};
+}
+
+TEST(PrefixCache, ARepeatedPromptStartsOnItsCachedBlocksAndGivesTheSameTokens) {
+  auto host = model::ModelHost::open(kStories, test::llama_registry(), options());
+  Scheduler sched(*host, 0, true);
+  Sequence a = seq(prompt(1, 100)), b = seq(prompt(1, 100)), c = seq(prompt(1, 100), "tenant-2");
+  run(*host, sched, {&a}, 30);
+  EXPECT_EQ(a.cached, 0u);
+  uint64_t computed = 0;
+  run(*host, sched, {&b}, 30, &computed);
+  // Whole blocks of the first 99 tokens (the last prompt token is always recomputed).
+  EXPECT_EQ(b.cached, 96u);
+  EXPECT_EQ(computed, 4u);
+  EXPECT_EQ(output(b), output(a));
+  // Another salt shares nothing.
+  run(*host, sched, {&c}, 30);
+  EXPECT_EQ(c.cached, 0u);
+  EXPECT_EQ(output(c), output(a));
+  // A next turn (the first prompt, its answer and more) reuses the answer's blocks too: the first
+  // 129 of its 130 tokens were computed (the last sampled token never was), 128 in whole blocks.
+  std::vector<int32_t> longer = a.tokens;
+  longer.push_back(7);
+  Sequence d = seq(longer);
+  run(*host, sched, {&d}, 4);
+  EXPECT_EQ(d.cached, 128u);
+  const SchedulerStats st = sched.stats();
+  EXPECT_EQ(st.prefix_hits, 2u);
+  EXPECT_EQ(st.cached_tokens, 96u + 128u);
+  EXPECT_GT(st.cached_blocks, 0u);
+}
+
+TEST(PrefixCache, SimultaneousArrivalsComputeTheirSharedPrefixOnce) {
+  // Prefill chunks of 32 tokens: while the first sequence computes the shared 160 tokens, the
+  // others wait for those blocks instead of computing them too.
+  auto host = model::ModelHost::open(kStories, test::llama_registry(), options(256, 32));
+  Scheduler sched(*host, 0, true);
+  std::vector<Sequence> seqs;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<int32_t> p = prompt(3, 160);
+    p.push_back(10 + i);  // different last tokens
+    seqs.push_back(seq(p));
+  }
+  uint64_t computed = 0;
+  run(*host, sched, {&seqs[0], &seqs[1], &seqs[2], &seqs[3]}, 8, &computed);
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(seqs[i].cached, 160u) << i;
+  // The first computes 160 tokens in prefill steps (its last prompt token runs as a decode step);
+  // each of the others its one own token.
+  EXPECT_EQ(computed, 160u + 3u);
+  // Each output is the one it has alone on a host without a prefix cache.
+  auto plain = model::ModelHost::open(kStories, test::llama_registry(), options(256, 32));
+  Scheduler uncached(*plain);
+  for (int i = 0; i < 4; ++i) {
+    Sequence s = seq(std::vector<int32_t>(seqs[i].tokens.begin(), seqs[i].tokens.begin() + seqs[i].prompt_len));
+    run(*plain, uncached, {&s}, 8);
+    EXPECT_EQ(output(s), output(seqs[i])) << i;
+  }
+}
+
+TEST(PrefixCache, UnderMemoryPressureCachedBlocksGoBeforeAnySequenceIsPreempted) {
+  // 24 blocks; each request takes 5 (64 + 16 tokens): the tree keeps what the last ones left and
+  // gives it up, least recently used first, when a new request needs the room.
+  auto host = model::ModelHost::open(kStories, test::llama_registry(), options(24));
+  Scheduler sched(*host, 0, true);
+  std::vector<std::vector<int32_t>> outs;
+  for (int i = 0; i < 8; ++i) {
+    Sequence s = seq(prompt(10 + i, 64));
+    run(*host, sched, {&s}, 16);
+    outs.push_back(output(s));
+  }
+  const SchedulerStats st = sched.stats();
+  EXPECT_GT(st.evicted_blocks, 0u);
+  EXPECT_EQ(st.preemptions, 0u);
+  // The most recent prompt is still cached.
+  Sequence again = seq(prompt(17, 64));
+  run(*host, sched, {&again}, 16);
+  EXPECT_EQ(again.cached, 48u);
+  EXPECT_EQ(output(again), outs.back());
+}
+
+TEST(PrefixCache, AHybridModelResumesAtTheDeepestPositionEveryCacheKindServes) {
+  // Delta-rule layers (snapshots every 8 tokens), a sliding window of 8 and full attention.
+  test::TempDir dir;
+  test::HybridSpec spec;
+  spec.layers = {"linear", "sliding", "full", "linear"};
+  test::write_tiny_hybrid(dir.str(), spec);
+  model::HostOptions o = test::cpu_options();
+  o.max_context = 128;
+  o.max_seqs = 4;
+  o.cache.block_tokens = 4;
+  o.prefix_snapshots = true;
+  auto host = model::ModelHost::open(dir.str(), test::host_registry(), o);
+  ASSERT_TRUE(host->limits().recurrent);
+  ASSERT_GT(host->limits().snapshot_slots, 0u);
+  Scheduler sched(*host, 0, true);
+  Sequence a = seq(prompt(5, 43, 96));
+  run(*host, sched, {&a}, 6);
+  // The prefill was cut at 40 (the last multiple of the delta-rule chunk before the prompt's end),
+  // where a snapshot was taken; a second request resumes there: recurrent state from the snapshot,
+  // the sliding layer's last window and the full layer's blocks from the tree.
+  Sequence b = seq(prompt(5, 43, 96));
+  run(*host, sched, {&b}, 6);
+  EXPECT_EQ(b.cached, 40u);
+  EXPECT_EQ(output(b), output(a));
+  // The same against a host without any cache: the bits of an uninterrupted run.
+  auto plain = model::ModelHost::open(dir.str(), test::host_registry(), o);
+  Scheduler uncached(*plain);
+  Sequence c = seq(prompt(5, 43, 96));
+  run(*plain, uncached, {&c}, 6);
+  EXPECT_EQ(output(c), output(a));
+  EXPECT_GT(sched.stats().snapshots, 0u);
+}
+
+}  // namespace
+}  // namespace kiln::sched
+
+namespace kiln::serve::test {
+
+TEST(ServePrefixCache, UsageReportsCachedTokensAndSaltsKeepTenantsApart) {
+  Server s;
+  std::string prompt = "Once upon a time";
+  for (int i = 0; i < 10; ++i) prompt += " there was a little dog and a cat";
+  const json body = {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}};
+  const json first = s.post("/v1/completions", body);
+  EXPECT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const json second = s.post("/v1/completions", body);
+  const int prompt_tokens = second["usage"]["prompt_tokens"];
+  EXPECT_EQ(second["usage"]["prompt_tokens_details"]["cached_tokens"], (prompt_tokens - 1) / 16 * 16);
+  EXPECT_EQ(second["choices"][0]["text"], first["choices"][0]["text"]);
+  json salted = body;
+  salted["cache_salt"] = "tenant-b";
+  EXPECT_EQ(s.post("/v1/completions", salted)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(s.metric("kiln_prefix_cache_hits_total"), 1);
+  EXPECT_GT(s.metric("kiln_prefix_cache_tokens_total"), 0);
+  EXPECT_GT(s.metric("kiln_prefix_cache_blocks"), 0);
+  salted["cache_salt"] = 7;
+  int status = 0;
+  const json err = s.post("/v1/completions", salted, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(err["error"]["param"], "cache_salt");
+}
+
+TEST(ServePrefixCache, OffMeansNoReuse) {
+  ModelConfig mc = model_config();
+  mc.cache.prefix_caching = false;
+  Server s({}, mc);
+  const json body = {{"prompt", "Once upon a time there was a little dog and a cat and a bird"}, {"max_tokens", 4}};
+  s.post("/v1/completions", body);
+  EXPECT_EQ(s.post("/v1/completions", body)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  for (int i = 0; i < 200 && s.metric("kiln_kv_blocks_used") != 0; ++i)  // gauges follow the step
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(s.metric("kiln_kv_blocks_used"), 0);
+  EXPECT_EQ(s.metric("kiln_prefix_cache_lookups_total"), 0);
+}
+
+}  // namespace kiln::serve::test
