@@ -32,6 +32,14 @@ Scheduler::Scheduler(model::ModelHost& host, uint32_t token_budget, bool prefix_
     };
     tree_ = std::make_unique<cache::PrefixTree>(host.limits().block_tokens, host.cache().layout().groups.size(),
                                                 std::move(hooks));
+    // A step's commit frees the sliding blocks that left the window during it; the tree holds
+    // blocks after commits only, so a chunk at most window - block long loses none of them.
+    const uint32_t bt = host.limits().block_tokens;
+    for (const cache::KvGroup& g : host.cache().layout().groups)
+      if (g.kind == KILN_CACHE_SLIDING_KV && g.window > bt) {
+        const uint32_t cap = (g.window - bt) / bt * bt;
+        window_chunk_ = window_chunk_ ? std::min(window_chunk_, cap) : cap;
+      }
   }
 }
 
@@ -141,6 +149,7 @@ bool Scheduler::try_add(Plan& p, Sequence* s, uint32_t budget) {
   if (p.steps.size() >= lim.max_batch_seqs) return false;
   const uint32_t remaining = static_cast<uint32_t>(s->tokens.size()) - s->computed;
   uint32_t chunk = std::min(remaining, budget);
+  if (window_chunk_ && remaining > 1) chunk = std::min(chunk, window_chunk_);
   if (tree_ && lim.recurrent && lim.state_chunk && s->computed < s->prompt_len) {
     // Cut the prompt's prefill at a multiple of the delta-rule chunk, where a snapshot can be taken:
     // the last one before the chunk's end, or before the prompt's last token for the final chunk.

@@ -14,8 +14,10 @@
 // on the longest cached prefix every cache kind can serve (at least one prompt token is always
 // recomputed, so a full hit still produces logits), a request whose prefix another sequence is
 // computing right now waits for those blocks instead of computing them too, models with recurrent
-// layers get state snapshots at chunk-aligned positions (prefill chunks are cut there), and the
-// tree's least recently used leaves are evicted before any running sequence is preempted.
+// layers get state snapshots at chunk-aligned positions (prefill chunks are cut there), models with
+// sliding-window layers prefill in chunks shorter than the window (so every block is still in the
+// window, and joins the tree, at the end of some step), and the tree's least recently used leaves
+// are evicted before any running sequence is preempted.
 #pragma once
 
 #include <cstdint>
@@ -102,6 +104,8 @@ class Scheduler {
   std::vector<Sequence*> running_;           ///< in the cache, oldest arrival first
   std::deque<Sequence*> waiting_;            ///< not in the cache, oldest arrival first
   std::unique_ptr<cache::PrefixTree> tree_;  ///< null when prefix caching is off
+  /** With a tree and sliding-window layers: the longest prefill chunk whose blocks all reach the tree. */
+  uint32_t window_chunk_ = 0;
   uint64_t lookups_ = 0, hits_ = 0, cached_tokens_ = 0;
 };
 

@@ -4,12 +4,19 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <map>
 #include <memory>
 
+#include "gemma4_checkpoint.hpp"
 #include "host_helpers.hpp"
 #include "llama_helpers.hpp"
+#include "qwen3_5_checkpoint.hpp"
+#include "sched/sampler.hpp"
 #include "sched/scheduler.hpp"
 #include "server_harness.hpp"
+
+extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_gemma4(uint32_t, uint32_t);
+extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_qwen3_5(uint32_t, uint32_t);
 
 namespace kiln::sched {
 namespace {
@@ -33,10 +40,17 @@ std::vector<int32_t> prompt(int seed, size_t n, int vocab = 500) {
   return p;
 }
 
-/** Runs until every sequence has `gen` greedy tokens; prefill tokens the steps computed in `computed`. */
+/**
+ * Runs until every sequence has `gen` tokens, greedy or sampled with `sampling` (one seeded sampler
+ * per sequence, as the engine has); prefill tokens the steps computed in `computed`.
+ */
 void run(model::ModelHost& host, Scheduler& sched, std::vector<Sequence*> seqs, size_t gen,
-         uint64_t* computed = nullptr) {
-  for (Sequence* s : seqs) sched.enqueue(s);
+         uint64_t* computed = nullptr, const SamplingParams* sampling = nullptr) {
+  std::map<Sequence*, Sampler> samplers;
+  for (Sequence* s : seqs) {
+    sched.enqueue(s);
+    if (sampling) samplers.emplace(s, Sampler(*sampling, host.limits().n_vocab, s->tokens));
+  }
   const uint32_t V = host.limits().n_vocab;
   size_t done = 0;
   for (int guard = 0; done < seqs.size() && guard < 100000; ++guard) {
@@ -52,7 +66,8 @@ void run(model::ModelHost& host, Scheduler& sched, std::vector<Sequence*> seqs, 
       uint32_t row = 0;
       while (r.row_seq[row] != p.steps[i].seq) ++row;
       Sequence* s = p.seqs[i];
-      s->tokens.push_back(test::argmax(r.logits.data() + size_t{row} * V, V));
+      const float* logits = r.logits.data() + size_t{row} * V;
+      s->tokens.push_back(sampling ? samplers.at(s).sample(logits).token : test::argmax(logits, V));
       if (s->tokens.size() - s->prompt_len == gen) {
         sched.remove(s);
         ++done;
@@ -183,6 +198,102 @@ TEST(PrefixCache, AHybridModelResumesAtTheDeepestPositionEveryCacheKindServes) {
   EXPECT_GT(sched.stats().snapshots, 0u);
 }
 
+/** One architecture of the exactness test: its model, a block size, where hits can land. */
+struct Arch {
+  std::string name;
+  uint32_t block_tokens;
+  uint32_t hit_grid;  ///< hits land on multiples of this (blocks; delta-rule chunks for hybrids)
+  int vocab;
+};
+
+class PrefixExactness : public ::testing::TestWithParam<std::tuple<Arch, double>> {};
+
+PluginRegistry& all_models() {
+  static const bool init = [] {
+    PluginRegistry& r = test::host_registry();
+    if (!r.find_model_type("gemma4_text")) r.register_static(&kiln_plugin_descriptor_gemma4, "<static gemma4>");
+    if (!r.find_model_type("qwen3_5")) r.register_static(&kiln_plugin_descriptor_qwen3_5, "<static qwen3_5>");
+    return true;
+  }();
+  (void)init;
+  return test::host_registry();
+}
+
+// Hits inside a block, on a block boundary, on a delta-rule chunk boundary, past the sliding
+// window (8 on gemma4's): generation from a cache hit has the bits of a fresh host's, greedy and
+// seeded at temperature 1.
+TEST_P(PrefixExactness, AHitGivesTheBitsOfAFreshHostAtEveryPosition) {
+  const Arch& a = std::get<0>(GetParam());
+  test::TempDir dir;
+  std::string path = kStories;
+  if (a.name == "gemma4") {
+    test::write_gemma4_hf(test::gemma4_kitchen_sink(), dir.str());
+    path = dir.str();
+  } else if (a.name == "qwen3_5") {
+    test::write_qwen35_hf(test::qwen35_moe_tiny(), dir.str());
+    path = dir.str();
+  }
+  model::HostOptions o = test::cpu_options();
+  o.max_context = 256;
+  o.max_seqs = 4;
+  o.cache.block_tokens = a.block_tokens;
+  o.prefix_snapshots = true;
+  auto cached_host = model::ModelHost::open(path, all_models(), o);
+  auto fresh_host = model::ModelHost::open(path, all_models(), o);
+  Scheduler cached(*cached_host, 0, true), fresh(*fresh_host);
+  SamplingParams sp;
+  sp.temperature = std::get<1>(GetParam());
+  sp.seed = 1234;
+  const std::vector<int32_t> base = prompt(9, 150, a.vocab);
+  Sequence warm = seq(base);
+  run(*cached_host, cached, {&warm}, 8, nullptr, &sp);
+  uint32_t hits = 0;
+  for (uint32_t k : {0u, 37u, 48u, 64u, 90u, 130u, 149u}) {
+    std::vector<int32_t> q(base.begin(), base.begin() + k);
+    for (int i = 0; i < 12; ++i) q.push_back(static_cast<int32_t>(3 + (k * 7 + i * 29) % (a.vocab - 3)));
+    Sequence hit = seq(q), alone = seq(q);
+    run(*cached_host, cached, {&hit}, 16, nullptr, &sp);
+    run(*fresh_host, fresh, {&alone}, 16, nullptr, &sp);
+    EXPECT_EQ(output(hit), output(alone)) << a.name << " hit " << hit.cached << " of a " << k << "-token prefix";
+    EXPECT_LE(hit.cached, k);
+    EXPECT_EQ(hit.cached % a.hit_grid, 0u) << k;
+    hits += hit.cached > 0;
+  }
+  EXPECT_GE(hits, a.name == "qwen3_5" ? 2u : 5u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, PrefixExactness,
+                         ::testing::Combine(::testing::Values(Arch{"llama", 16, 16, 500}, Arch{"gemma4", 4, 4, 512},
+                                                              Arch{"qwen3_5", 16, 64, 512}),
+                                            ::testing::Values(0.0, 1.0)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param).name +
+                                  (std::get<1>(info.param) > 0 ? "_temperature1" : "_greedy");
+                         });
+
+TEST(PrefixCache, ACancelledPrefillPublishesOnlyWhatItComputed) {
+  auto host = model::ModelHost::open(kStories, test::llama_registry(), options(256, 32));
+  Scheduler sched(*host, 0, true);
+  Sequence a = seq(prompt(4, 150));
+  sched.enqueue(&a);
+  for (int i = 0; i < 2; ++i) {  // two chunks of 32 tokens, then the client goes away
+    Plan p = sched.plan();
+    model::StepResult r;
+    ASSERT_TRUE(host->step(p.steps, &r).ok());
+    sched.commit(p);
+  }
+  ASSERT_EQ(a.computed, 64u);
+  sched.remove(&a);
+  Sequence b = seq(prompt(4, 150));
+  run(*host, sched, {&b}, 8);
+  EXPECT_EQ(b.cached, 64u);
+  auto plain = model::ModelHost::open(kStories, test::llama_registry(), options(256, 32));
+  Scheduler uncached(*plain);
+  Sequence c = seq(prompt(4, 150));
+  run(*plain, uncached, {&c}, 8);
+  EXPECT_EQ(output(b), output(c));
+}
+
 }  // namespace
 }  // namespace kiln::sched
 
@@ -210,6 +321,55 @@ TEST(ServePrefixCache, UsageReportsCachedTokensAndSaltsKeepTenantsApart) {
   const json err = s.post("/v1/completions", salted, &status);
   EXPECT_EQ(status, 400);
   EXPECT_EQ(err["error"]["param"], "cache_salt");
+}
+
+// Eight requests sent at once share a long prefix and end in suffixes naming each its own marker:
+// every one but at most one reuses the prefix (computed once), and each answer is the one it gets
+// alone. Repeating a request gives the same bytes.
+TEST(ServePrefixCache, SimultaneousArrivalsShareTheirPrefixAndKeepTheirOwnAnswers) {
+  std::string prefix = "Once upon a time";
+  for (int i = 0; i < 12; ++i) prefix += " there was a little dog and a cat who played in the park";
+  const auto body = [&](int i) {
+    return json{{"prompt", prefix + ". The marker is " + std::string(1, static_cast<char>('A' + i)) + "."},
+                {"max_tokens", 16},
+                {"temperature", 0}};
+  };
+  const int N = 8;
+  std::vector<json> alone(N);
+  {
+    ModelConfig off = model_config();
+    off.cache.prefix_caching = false;
+    Server s({}, off);
+    for (int i = 0; i < N; ++i) alone[i] = s.post("/v1/completions", body(i));
+  }
+  kiln::test::FaultyDevice* dev = kiln::test::faulty("cpu");
+  ASSERT_NE(dev, nullptr);
+  Server s({}, model_config(), dev->info().id);
+  dev->slow_wait(std::chrono::milliseconds(2));  // so that the eight surely overlap
+  std::vector<std::future<json>> together;
+  for (int i = 0; i < N; ++i)
+    together.push_back(std::async(std::launch::async, [&, i] { return s.post("/v1/completions", body(i)); }));
+  int without = 0;
+  for (int i = 0; i < N; ++i) {
+    const json r = together[i].get();
+    const std::string text = r["choices"][0]["text"];
+    EXPECT_FALSE(text.empty()) << i;
+    EXPECT_EQ(text, alone[i]["choices"][0]["text"]) << i;
+    const int cached = r["usage"]["prompt_tokens_details"]["cached_tokens"], total = r["usage"]["prompt_tokens"];
+    EXPECT_LT(cached, total) << i;
+    without += cached == 0;
+  }
+  dev->slow_wait(std::chrono::milliseconds(0));
+  EXPECT_LE(without, 1);
+  // The same request twice: the same bytes (but for id and creation time), the second from the cache.
+  json first = s.post("/v1/completions", body(0)), second = s.post("/v1/completions", body(0));
+  EXPECT_GT(second["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  for (json* r : {&first, &second}) {
+    r->erase("id");
+    r->erase("created");
+    (*r)["usage"].erase("prompt_tokens_details");
+  }
+  EXPECT_EQ(first.dump(), second.dump());
 }
 
 TEST(ServePrefixCache, OffMeansNoReuse) {
