@@ -271,7 +271,7 @@ SamplingConfig read_sampling(const Section& s) {
 }
 
 CacheConfig read_cache(const Section& s) {
-  s.expect_map({"block_tokens", "memory", "prefix_caching", "snapshot_memory", "kv_dtype"});
+  s.expect_map({"block_tokens", "memory", "prefix_caching", "snapshot_memory", "snapshot_interval", "kv_dtype"});
   CacheConfig c;
   c.block_tokens = s.number<int>("block_tokens", c.block_tokens, 1, 4096, "an integer");
   if (s.has("memory")) {
@@ -295,6 +295,7 @@ CacheConfig read_cache(const Section& s) {
     }
   }
   c.prefix_caching = s.boolean("prefix_caching", c.prefix_caching);
+  c.snapshot_interval = s.number<int>("snapshot_interval", c.snapshot_interval, 1, 1 << 20, "a token count");
   if (s.has("snapshot_memory")) {
     const YAML::Node n = s.child("snapshot_memory");
     if (!n.IsScalar() || !parse_byte_size(n.Scalar(), &c.snapshot_memory_bytes))
@@ -452,6 +453,7 @@ std::string Config::to_yaml() const {
         e << YAML::Key << "memory" << YAML::Value << m.cache.memory_fraction;
       e << YAML::Key << "prefix_caching" << YAML::Value << m.cache.prefix_caching;
       e << YAML::Key << "snapshot_memory" << YAML::Value << m.cache.snapshot_memory_bytes;
+      e << YAML::Key << "snapshot_interval" << YAML::Value << m.cache.snapshot_interval;
       e << YAML::Key << "kv_dtype" << YAML::Value << m.cache.kv_dtype;
       e << YAML::EndMap;
       e << YAML::Key << "tool_parser" << YAML::Value << m.tool_parser;

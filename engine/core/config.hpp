@@ -72,6 +72,8 @@ struct CacheConfig {
   bool prefix_caching = true;
   /** Recurrent-state snapshots of the prefix cache (hybrid models), from the cache memory; 0: a tenth of it. */
   uint64_t snapshot_memory_bytes = 0;
+  /** Hybrid models' prefills take a snapshot every this many tokens (a hit resumes at one). */
+  int snapshot_interval = 512;
   std::string kv_dtype = "f32";  ///< f32 | f16 | bf16
 };
 

@@ -20,7 +20,7 @@ uint32_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>
 
 }  // namespace
 
-Scheduler::Scheduler(model::ModelHost& host, uint32_t token_budget, bool prefix_caching)
+Scheduler::Scheduler(model::ModelHost& host, uint32_t token_budget, bool prefix_caching, uint32_t snapshot_interval)
     : host_(host),
       budget_(token_budget ? std::min(token_budget, host.limits().max_batch_tokens) : host.limits().max_batch_tokens) {
   if (prefix_caching) {
@@ -40,6 +40,11 @@ Scheduler::Scheduler(model::ModelHost& host, uint32_t token_budget, bool prefix_
         const uint32_t cap = (g.window - bt) / bt * bt;
         window_chunk_ = window_chunk_ ? std::min(window_chunk_, cap) : cap;
       }
+    // Hybrid models resume only where a snapshot was taken: every snapshot_interval tokens of a
+    // prefill (rounded to the delta-rule chunk), the cost of one more step per interval.
+    const uint32_t sc = host.limits().state_chunk;
+    if (host.limits().recurrent && sc && snapshot_interval)
+      snapshot_interval_ = std::max(sc, snapshot_interval / sc * sc);
   }
 }
 
@@ -153,9 +158,10 @@ bool Scheduler::try_add(Plan& p, Sequence* s, uint32_t budget) {
   if (tree_ && lim.recurrent && lim.state_chunk && s->computed < s->prompt_len) {
     // Cut the prompt's prefill at a multiple of the delta-rule chunk, where a snapshot can be taken:
     // the last one before the chunk's end, or before the prompt's last token for the final chunk.
-    const uint32_t end = s->computed + chunk;
+    uint32_t end = s->computed + chunk;
+    if (snapshot_interval_) end = std::min(end, (s->computed / snapshot_interval_ + 1) * snapshot_interval_);
     const uint32_t aligned = (end < s->prompt_len ? end : s->prompt_len - 1) / lim.state_chunk * lim.state_chunk;
-    if (aligned > s->computed && aligned < end) chunk = aligned - s->computed;
+    if (aligned > s->computed && aligned < s->computed + chunk) chunk = aligned - s->computed;
   }
   while (chunk > 0) {
     cache::SeqStep st;

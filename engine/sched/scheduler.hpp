@@ -70,7 +70,8 @@ struct SchedulerStats {
 class Scheduler {
  public:
   /** `token_budget` 0: the host's max_batch_tokens. */
-  explicit Scheduler(model::ModelHost& host, uint32_t token_budget = 0, bool prefix_caching = false);
+  explicit Scheduler(model::ModelHost& host, uint32_t token_budget = 0, bool prefix_caching = false,
+                     uint32_t snapshot_interval = 512);
   ~Scheduler();
 
   /** Queues a sequence (its tokens set, computed 0); it joins a step once it fits. */
@@ -106,6 +107,8 @@ class Scheduler {
   std::unique_ptr<cache::PrefixTree> tree_;  ///< null when prefix caching is off
   /** With a tree and sliding-window layers: the longest prefill chunk whose blocks all reach the tree. */
   uint32_t window_chunk_ = 0;
+  /** With a tree and recurrent layers: prefills stop at every multiple of this for a snapshot. */
+  uint32_t snapshot_interval_ = 0;
   uint64_t lookups_ = 0, hits_ = 0, cached_tokens_ = 0;
 };
 

@@ -72,7 +72,8 @@ struct Engine::Graph {
 };
 
 struct Engine::State {
-  State(model::ModelHost& host, bool prefix_caching) : sched(host, 0, prefix_caching) {}
+  State(model::ModelHost& host, const CacheConfig& c)
+      : sched(host, 0, c.prefix_caching, static_cast<uint32_t>(c.snapshot_interval)) {}
   sched::Scheduler sched;
   std::vector<std::unique_ptr<Choice>> live;
   uint64_t steps = 0;
@@ -83,7 +84,7 @@ Engine::Engine(ServedModel& model, Metrics& metrics)
     : model_(model),
       metrics_(metrics),
       graph_(std::make_unique<Graph>(this)),
-      st_(std::make_unique<State>(model.host(), model.config().cache.prefix_caching)) {
+      st_(std::make_unique<State>(model.host(), model.config().cache)) {
   thread_ = std::thread([this] { loop(); });
 }
 
