@@ -156,7 +156,7 @@ bool PrefixTree::evict_leaf() {
   Node* victim = nullptr;
   for (auto& [k, root] : roots_)
     for_each_node(root.get(), [&](Node* n) {
-      if (n->children.empty() && (!victim || n->used < victim->used)) victim = n;
+      if (n->children.empty() && (!victim || n->used < victim->used) && hooks_.frees(n->ids)) victim = n;
     });
   if (!victim) return false;
   drop_node(victim);
@@ -179,25 +179,16 @@ bool PrefixTree::evict_state() {
   return true;
 }
 
+void PrefixTree::drop_subtree(Node* n) {
+  while (!n->children.empty()) drop_subtree(n->children.begin()->second.get());
+  drop_node(n);
+  --stats_.evicted_blocks;  // not an eviction
+}
+
 void PrefixTree::clear() {
-  // Leaves first, so every node's references go back once.
-  while (!roots_.empty()) {
-    std::vector<Node*> leaves;
-    for (auto& [k, root] : roots_)
-      for_each_node(root.get(), [&](Node* n) {
-        if (n->children.empty()) leaves.push_back(n);
-      });
-    if (leaves.empty()) {
-      roots_.clear();
-      break;
-    }
-    for (Node* n : leaves) {
-      drop_node(n);
-      --stats_.evicted_blocks;  // not an eviction
-    }
-    for (auto it = roots_.begin(); it != roots_.end();)
-      it = it->second->children.empty() ? roots_.erase(it) : std::next(it);
-  }
+  for (auto& [k, root] : roots_)
+    while (!root->children.empty()) drop_subtree(root->children.begin()->second.get());
+  roots_.clear();
 }
 
 }  // namespace kiln::cache

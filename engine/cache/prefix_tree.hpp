@@ -27,6 +27,8 @@ class PrefixTree {
   struct Hooks {
     std::function<void(BlockSpan&)> drop;          ///< gives held blocks back (KvCache::drop)
     std::function<void(int32_t slot)> drop_state;  ///< frees a snapshot's state slot
+    /** Whether giving these blocks (one per group, -1: none) back frees any (no one else holds it). */
+    std::function<bool(const std::vector<int32_t>& ids)> frees;
   };
   struct Stats {
     uint64_t nodes = 0, snapshots = 0;
@@ -66,7 +68,10 @@ class PrefixTree {
   /** Gives the node ending at `length` the snapshot in `slot` (the tree frees it on eviction). */
   void attach_state(const std::string& key, const std::vector<int32_t>& tokens, uint32_t length, int32_t slot);
 
-  /** Evicts the least recently used leaf (blocks and snapshot); false when the tree is empty. */
+  /**
+   * Evicts the least recently used leaf whose blocks no running sequence also holds (so the pool
+   * gains a block); false when there is none. O(nodes).
+   */
   bool evict_leaf();
   /** Frees the least recently used snapshot (its node keeps its blocks); false when none. */
   bool evict_state();
@@ -78,6 +83,7 @@ class PrefixTree {
  private:
   Node* find(const std::string& key, const std::vector<int32_t>& tokens, uint32_t length) const;
   void drop_node(Node* n);
+  void drop_subtree(Node* n);
 
   uint32_t bt_;
   size_t groups_;

@@ -30,21 +30,26 @@ Scheduler::Scheduler(model::ModelHost& host, uint32_t token_budget, bool prefix_
       model::StateSnapshot snap{slot, 0};
       host_.release_snapshot(snap);
     };
+    hooks.frees = [this](const std::vector<int32_t>& ids) {
+      for (size_t g = 0; g < ids.size(); ++g)
+        if (ids[g] >= 0 && host_.cache().block_refs(g, ids[g]) == 1) return true;
+      return false;
+    };
     tree_ = std::make_unique<cache::PrefixTree>(host.limits().block_tokens, host.cache().layout().groups.size(),
                                                 std::move(hooks));
     // A step's commit frees the sliding blocks that left the window during it; the tree holds
     // blocks after commits only, so a chunk at most window - block long loses none of them.
-    const uint32_t bt = host.limits().block_tokens;
+    // Hybrid models keep the cap on the delta-rule grid, where their snapshots are valid.
+    const uint32_t bt = host.limits().block_tokens, sc = host.limits().recurrent ? host.limits().state_chunk : 0;
     for (const cache::KvGroup& g : host.cache().layout().groups)
       if (g.kind == KILN_CACHE_SLIDING_KV && g.window > bt) {
-        const uint32_t cap = (g.window - bt) / bt * bt;
+        uint32_t cap = (g.window - bt) / bt * bt;
+        if (sc && cap >= sc) cap = cap / sc * sc;
         window_chunk_ = window_chunk_ ? std::min(window_chunk_, cap) : cap;
       }
     // Hybrid models resume only where a snapshot was taken: every snapshot_interval tokens of a
     // prefill (rounded to the delta-rule chunk), the cost of one more step per interval.
-    const uint32_t sc = host.limits().state_chunk;
-    if (host.limits().recurrent && sc && snapshot_interval)
-      snapshot_interval_ = std::max(sc, snapshot_interval / sc * sc);
+    if (sc && snapshot_interval) snapshot_interval_ = std::max(sc, snapshot_interval / sc * sc);
   }
 }
 
@@ -66,12 +71,11 @@ SchedulerStats Scheduler::stats() const {
   return st;
 }
 
-cache::Status Scheduler::start(Sequence* s, uint64_t id) {
-  const bool first = !s->started;
-  s->started = true;
+cache::Status Scheduler::start(Sequence* s, uint64_t id, uint32_t* reused) {
   s->computed = s->indexed = 0;
+  s->on_grid = true;
+  *reused = 0;
   if (tree_ && s->tokens.size() > 1) {
-    ++lookups_;
     const bool recurrent = host_.limits().recurrent;
     const cache::KvCache& kv = host_.cache();
     // Recompute at least the last token: a full hit still needs this step's logits.
@@ -81,10 +85,7 @@ cache::Status Scheduler::start(Sequence* s, uint64_t id) {
     if (m.length) {
       const model::StateSnapshot snap{m.state_slot, m.length};
       if (host_.add_sequence(id, m.span, recurrent ? &snap : nullptr) == cache::Status::ok) {
-        s->computed = s->indexed = m.length;
-        ++hits_;
-        cached_tokens_ += m.length;
-        if (first) s->cached = std::min(m.length, s->prompt_len);
+        s->computed = s->indexed = *reused = m.length;
         return cache::Status::ok;
       }
     }
@@ -93,14 +94,19 @@ cache::Status Scheduler::start(Sequence* s, uint64_t id) {
 }
 
 bool Scheduler::wait_for_shared_prefix(const Sequence* s) {
-  if (!tree_) return false;
-  const uint32_t bt = host_.limits().block_tokens;
+  if (!tree_ || s->prompt_len < 2) return false;
+  const model::HostLimits& lim = host_.limits();
+  // A recurrent model resumes only at a snapshot: none when there are no snapshot slots, else at
+  // the interval's multiples the running sequence's prefill stops at.
+  if (lim.recurrent && (!lim.snapshot_slots || !snapshot_interval_)) return false;
+  const uint32_t grid = lim.recurrent ? snapshot_interval_ : lim.block_tokens;
   for (const Sequence* r : running_) {
     if (r->cache_key != s->cache_key || r->computed >= r->prompt_len) continue;
-    // Blocks of the common prompt prefix that r has yet to compute: worth waiting for when they go
+    // The common prompt prefix r has yet to compute: worth waiting for when it goes a grid step
     // past what the tree holds for s already (the part r has computed is in the tree).
-    const uint32_t shared = common_prefix(r->tokens, s->tokens, std::min(r->prompt_len, s->prompt_len - 1)) / bt * bt;
-    if (shared >= r->computed + bt) return true;
+    const uint32_t shared =
+        common_prefix(r->tokens, s->tokens, std::min(r->prompt_len, s->prompt_len - 1)) / grid * grid;
+    if (shared >= r->computed + grid) return true;
   }
   return false;
 }
@@ -115,7 +121,11 @@ void Scheduler::index(Sequence* s) {
   }
   const model::HostLimits& lim = host_.limits();
   const uint32_t at = s->computed;
-  if (!lim.recurrent || !lim.state_chunk || at % lim.state_chunk || at % bt || at > upto) return;
+  if (!lim.recurrent || !lim.state_chunk) return;
+  // A step that ended off the delta-rule grid (a budget cut, a decode step) changed the state's
+  // bits from those of an uninterrupted prefill: no snapshot of this sequence is a valid hit since.
+  if (at % lim.state_chunk) s->on_grid = false;
+  if (!s->on_grid || at % bt || at > upto) return;
   if (!tree_->wants_state(s->cache_key, s->tokens, at)) return;
   std::optional<model::StateSnapshot> snap = host_.snapshot(s->host_seq);
   if (!snap && tree_->evict_state()) snap = host_.snapshot(s->host_seq);
@@ -246,8 +256,12 @@ Plan Scheduler::plan() {
         continue;
       }
       const uint64_t id = next_seq_++;
-      if (start(s, id) != cache::Status::ok) break;  // every slot taken
-      s->host_seq = id;
+      uint32_t reused = 0;
+      s->host_seq = id;  // before start(): if restoring a snapshot throws, remove() still releases it
+      if (start(s, id, &reused) != cache::Status::ok) {  // every slot taken
+        s->host_seq = 0;
+        break;
+      }
       const uint32_t before = p.prefill_tokens;
       if (!try_add(p, s, budget)) {
         host_.release(id);
@@ -259,6 +273,14 @@ Plan Scheduler::plan() {
         }
         break;
       }
+      // Admitted: what the cache gave counts now (a refused admission reused nothing).
+      if (tree_ && s->tokens.size() > 1) {
+        ++lookups_;
+        hits_ += reused > 0;
+        cached_tokens_ += reused;
+      }
+      if (!s->started) s->cached = std::min(reused, s->prompt_len);
+      s->started = true;
       budget -= p.prefill_tokens - before;
       waiting_.erase(waiting_.begin() + static_cast<long>(i));
       running_.insert(std::upper_bound(running_.begin(), running_.end(), s, by_arrival), s);

@@ -47,6 +47,11 @@ struct Sequence {
   uint32_t cached = 0;    ///< prompt tokens reused from the cache at its first start
   uint32_t indexed = 0;   ///< tokens whose blocks the tree has been given
   bool started = false;   ///< admitted at least once (cached is final)
+  /**
+   * Recurrent models: every step since the sequence started ended on the delta-rule chunk grid, so
+   * its state has the bits of one uninterrupted prefill and a snapshot of it is a valid hit.
+   */
+  bool on_grid = true;
 };
 
 /** One step: the host's steps and, per step, its sequence and whether its logits are sampled. */
@@ -92,8 +97,8 @@ class Scheduler {
   void preempt(Sequence* s);
   /** Adds the steps for `s` (a chunk of at most `budget` tokens) if the host takes them. */
   bool try_add(Plan& p, Sequence* s, uint32_t budget);
-  /** Starts `s` as host sequence `id`, on its longest cached prefix when there is one. */
-  cache::Status start(Sequence* s, uint64_t id);
+  /** Starts `s` as host sequence `id`, on its longest cached prefix (`*reused` tokens) when there is one. */
+  cache::Status start(Sequence* s, uint64_t id, uint32_t* reused);
   /** Whether a running sequence is computing a prefix `s` would reuse, beyond what is cached. */
   bool wait_for_shared_prefix(const Sequence* s);
   /** Gives the tree `s`'s newly computed whole blocks, and a snapshot at a chunk-aligned length. */

@@ -166,10 +166,11 @@ TEST(PrefixCache, UnderMemoryPressureCachedBlocksGoBeforeAnySequenceIsPreempted)
 }
 
 TEST(PrefixCache, AHybridModelResumesAtTheDeepestPositionEveryCacheKindServes) {
-  // Delta-rule layers (snapshots every 8 tokens), a sliding window of 8 and full attention.
+  // Delta-rule layers (snapshots every 8 tokens), a sliding window of 16 and full attention.
   test::TempDir dir;
   test::HybridSpec spec;
   spec.layers = {"linear", "sliding", "full", "linear"};
+  spec.window = 16;
   test::write_tiny_hybrid(dir.str(), spec);
   model::HostOptions o = test::cpu_options();
   o.max_context = 128;
@@ -196,6 +197,37 @@ TEST(PrefixCache, AHybridModelResumesAtTheDeepestPositionEveryCacheKindServes) {
   run(*plain, uncached, {&c}, 6);
   EXPECT_EQ(output(c), output(a));
   EXPECT_GT(sched.stats().snapshots, 0u);
+}
+
+// A state's bits depend on where the steps that built it ended (the chunked delta rule cuts at
+// absolute chunk multiples; a decode step is one step of the recurrence): after a decode step or a
+// budget cut off the chunk grid, no snapshot of that sequence may serve a hit.
+TEST(PrefixCache, HybridSnapshotsComeOnlyFromStepsOnTheChunkGrid) {
+  test::TempDir dir;
+  test::HybridSpec spec;
+  spec.layers = {"linear", "full", "linear"};
+  test::write_tiny_hybrid(dir.str(), spec);  // delta-rule chunk 8
+  model::HostOptions o = test::cpu_options();
+  o.max_context = 128;
+  o.max_seqs = 4;
+  o.cache.block_tokens = 4;
+  o.prefix_snapshots = true;
+  for (uint32_t budget : {0u, 5u}) {  // 5: prefill steps end at 5, 10, 15, ...
+    SCOPED_TRACE(budget);
+    auto host = model::ModelHost::open(dir.str(), test::host_registry(), o);
+    auto plain = model::ModelHost::open(dir.str(), test::host_registry(), o);
+    Scheduler cached(*host, budget, true), uncached(*plain, budget);
+    Sequence a = seq(prompt(6, 21, 96));
+    run(*host, cached, {&a}, 21);  // decodes through 24, 32 and 40
+    std::vector<int32_t> longer = a.tokens;
+    for (int i = 0; i < 3; ++i) longer.push_back(5 + i);
+    Sequence b = seq(longer), c = seq(longer);
+    run(*host, cached, {&b}, 6);
+    run(*plain, uncached, {&c}, 6);
+    EXPECT_EQ(output(b), output(c)) << "reused " << b.cached;
+    // The prompt's own prefill ended at 16, on the grid; under a budget of 5 no step did.
+    EXPECT_EQ(b.cached, budget == 0 ? 16u : 0u);
+  }
 }
 
 /** One architecture of the exactness test: its model, a block size, where hits can land. */
