@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -199,7 +200,7 @@ std::string resolve(const std::string& base_dir, const std::string& p) {
 
 ServerConfig read_server(const Section& s) {
   s.expect_map({"host", "port", "api_keys", "max_request_bytes", "max_concurrent_requests", "request_timeout_s",
-                "read_timeout_s", "max_connections", "drain_timeout_s", "limits"});
+                "read_timeout_s", "max_connections", "drain_timeout_s", "strip_system_lines", "limits"});
   ServerConfig c;
   c.host = s.str("host", c.host);
   c.port = s.number<int>("port", c.port, 0, 65535, "a port number");
@@ -215,6 +216,15 @@ ServerConfig read_server(const Section& s) {
   c.read_timeout_s = s.number<int>("read_timeout_s", c.read_timeout_s, 1, 3600, "seconds");
   c.max_connections = s.number<int>("max_connections", c.max_connections, 1, 1 << 20, "an integer");
   c.drain_timeout_s = s.number<int>("drain_timeout_s", c.drain_timeout_s, 0, 3600, "seconds");
+  c.strip_system_lines = s.strings("strip_system_lines");
+  for (size_t i = 0; i < c.strip_system_lines.size(); ++i) {
+    try {
+      std::regex re(c.strip_system_lines[i], std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      s.fail_at(s.child("strip_system_lines")[i],
+                fmt::format("server.strip_system_lines[{}] is not a valid regular expression: {}", i, e.what()));
+    }
+  }
   if (s.has("limits")) {
     const Section l = s.section("limits");
     l.expect_map(
@@ -408,6 +418,9 @@ std::string Config::to_yaml() const {
     e << YAML::Key << "max_concurrent_requests" << YAML::Value << server->max_concurrent_requests;
     e << YAML::Key << "request_timeout_s" << YAML::Value << server->request_timeout_s;
     e << YAML::Key << "read_timeout_s" << YAML::Value << server->read_timeout_s;
+    e << YAML::Key << "strip_system_lines" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const std::string& p : server->strip_system_lines) e << p;
+    e << YAML::EndSeq;
     e << YAML::Key << "max_connections" << YAML::Value << server->max_connections;
     e << YAML::Key << "drain_timeout_s" << YAML::Value << server->drain_timeout_s;
     const auto& l = server->limits;

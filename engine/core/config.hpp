@@ -37,6 +37,12 @@ struct ServerConfig {
   int read_timeout_s = 30;     ///< a client must send its request (headers and body) within this
   int max_connections = 1024;  ///< open client connections; the longest idle beyond it are cut
   int drain_timeout_s = 30;    ///< SIGTERM: requests in progress get this long to finish
+  /**
+   * Regular expressions (ECMAScript); lines of a /v1/messages system prompt matching one are removed
+   * before the template renders it. For text that changes every request and would defeat prefix
+   * caching (Claude Code's `x-anthropic-billing-header: ...` line). Empty: nothing removed.
+   */
+  std::vector<std::string> strip_system_lines;
   /** What one request may ask for; beyond each, a 400 naming the field and the limit. */
   struct Limits {
     int max_messages = 1024;

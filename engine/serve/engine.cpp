@@ -322,6 +322,9 @@ void Engine::emit_one(Choice& c) {
       if (lp) piece.logprobs.push_back(p);
       if (c.decoder && c.decoder->stopped()) {
         c.finish = "stop";
+        const int si = c.decoder->stop_index();
+        if (si >= 0 && static_cast<size_t>(si) < c.r->stop.size())
+          piece.stop_sequence = c.r->stop[static_cast<size_t>(si)];
         break;
       }
     }

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "serve/anthropic.hpp"
 #include "serve/connection_watch.hpp"
 #include "serve/engine.hpp"
 #include "serve/metrics.hpp"
@@ -88,6 +89,11 @@ void send_error(httplib::Response& res, const ApiError& e) {
 }
 
 /** A JSON object body, or false with the 400 sent. */
+void send_anthropic_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(anthropic_error_json(e), "application/json");
+}
+
 bool object_body(const httplib::Request& req, httplib::Response& res, json* body) {
   if (json_depth(req.body) > kMaxJsonDepth) {
     send_error(res, {400, fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth), "",
@@ -169,6 +175,13 @@ struct HttpServer::Impl {
   }
 
   void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  /** POST /v1/messages and /v1/messages/count_tokens (Anthropic's API, serve/anthropic.hpp). */
+  void messages(const httplib::Request& req, httplib::Response& res);
+  void count_tokens(const httplib::Request& req, httplib::Response& res);
+  /** A checked request run to its answer, written by Writer (OpenAI's or Anthropic's format). */
+  template <class Writer>
+  void serve(const httplib::Request& req, httplib::Response& res, ApiRequest parsed, bool anthropic);
+  std::vector<std::regex> strip_lines;  ///< server.strip_system_lines, compiled
   /** The body and model of a /tokenize or /detokenize request, or null with the error sent. */
   ServedModel* tokenizer_request(const httplib::Request& req, httplib::Response& res, json* body);
   void tokenize(const httplib::Request& req, httplib::Response& res);
@@ -184,6 +197,35 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
     metrics.request_done("", err.status);
     return send_error(res, err);
   }
+  serve<ResponseWriter>(req, res, std::move(*parsed), false);
+}
+
+void HttpServer::Impl::messages(const httplib::Request& req, httplib::Response& res) {
+  ApiError err;
+  std::optional<ApiRequest> parsed = parse_messages(
+      req.body, [&](const std::string& n, ApiError* e) { return lookup(n, e); }, cfg.limits, strip_lines, &err);
+  if (!parsed) {
+    metrics.request_done("", err.status);
+    return send_anthropic_error(res, err);
+  }
+  serve<MessagesWriter>(req, res, std::move(*parsed), true);
+}
+
+void HttpServer::Impl::count_tokens(const httplib::Request& req, httplib::Response& res) {
+  ApiError err;
+  std::optional<std::string> body = serve::count_tokens(
+      req.body, [&](const std::string& n, ApiError* e) { return lookup(n, e); }, cfg.limits, strip_lines, &err);
+  if (!body) return send_anthropic_error(res, err);
+  res.set_content(*body, "application/json");
+}
+
+template <class Writer>
+void HttpServer::Impl::serve(const httplib::Request& req, httplib::Response& res, ApiRequest parsed_request,
+                             bool anthropic) {
+  const auto send_error = [anthropic](httplib::Response& r, const ApiError& e) {
+    anthropic ? send_anthropic_error(r, e) : kiln::serve::send_error(r, e);
+  };
+  std::optional<ApiRequest> parsed(std::move(parsed_request));
   // Admission: at most max_concurrent_requests generation requests at once, none while draining
   // (counted first, so that drain() never sees 0 while a request is being admitted).
   const int before = in_flight.fetch_add(1);
@@ -251,7 +293,7 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
   }
   const auto deadline = Clock::now() + std::chrono::seconds(cfg.request_timeout_s);
   if (!api->stream) {
-    ResponseWriter w(*api, model_name);
+    Writer w(*api, model_name);
     Liveness live(req);
     std::vector<Piece> pieces;
     std::string error;
@@ -300,7 +342,7 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
     return;
   }
   // Streaming: server-sent events until [DONE]; a client that goes away cancels the request.
-  auto writer = std::make_shared<ResponseWriter>(*api, model_name);
+  auto writer = std::make_shared<Writer>(*api, model_name);
   auto live = std::make_shared<Liveness>(req);
   auto streaming = std::make_shared<Busy>(watch.get(), req);  // held until the stream ends
   auto finished = std::make_shared<bool>(false);
@@ -308,7 +350,7 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, api, writer, live, finished, deadline, done](size_t, httplib::DataSink& sink) {
+      [this, api, writer, live, finished, deadline, done, anthropic](size_t, httplib::DataSink& sink) {
         GenRequest& r = *api->gen;
         std::vector<Piece> pieces;
         const bool more = r.next(pieces, std::chrono::milliseconds(100));
@@ -338,10 +380,9 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
         }
         if (Clock::now() > deadline) {
           r.cancelled.store(true);
-          const std::string e =
-              "data: " +
-              error_json({504, "the request took longer than request_timeout_s", "", "timeout_error", "timeout"}) +
-              "\n\ndata: [DONE]\n\n";
+          const ApiError timeout{504, "the request took longer than request_timeout_s", "", "timeout_error", "timeout"};
+          const std::string e = anthropic ? "event: error\ndata: " + anthropic_error_json(timeout) + "\n\n"
+                                          : "data: " + error_json(timeout) + "\n\ndata: [DONE]\n\n";
           sink.write(e.data(), e.size());
           *finished = true;
           done(504);
@@ -431,19 +472,23 @@ void HttpServer::Impl::routes() {
     res.set_header("Access-Control-Allow-Origin", "*");
     if (req.method == "OPTIONS") {
       res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Allow-Headers",
+                     "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
       res.status = 200;
       return httplib::Server::HandlerResponse::Handled;
     }
     const bool guarded = req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize";
     if (guarded && !cfg.api_keys.empty()) {
-      const std::string auth = req.get_header_value("Authorization");
-      const std::string key = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : "";
+      // Bearer (OpenAI clients) or x-api-key (Anthropic clients).
+      const std::string auth = req.get_header_value("Authorization"), x_key = req.get_header_value("x-api-key");
+      const std::string key = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : x_key;
       if (!key_matches(cfg.api_keys, key)) {
-        send_error(res, {401,
-                         auth.empty() ? "an API key is required: send 'Authorization: Bearer <key>'"
-                                      : "the API key is not valid",
-                         "", "authentication_error", "invalid_api_key"});
+        const ApiError e{401,
+                         auth.empty() && x_key.empty()
+                             ? "an API key is required: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'"
+                             : "the API key is not valid",
+                         "", "authentication_error", "invalid_api_key"};
+        req.path.rfind("/v1/messages", 0) == 0 ? send_anthropic_error(res, e) : send_error(res, e);
         return httplib::Server::HandlerResponse::Handled;
       }
     }
@@ -507,6 +552,9 @@ void HttpServer::Impl::routes() {
            busy([this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); }));
   svr.Post("/v1/completions",
            busy([this](const httplib::Request& req, httplib::Response& res) { generate(req, res, false); }));
+  svr.Post("/v1/messages", busy([this](const httplib::Request& req, httplib::Response& res) { messages(req, res); }));
+  svr.Post("/v1/messages/count_tokens",
+           busy([this](const httplib::Request& req, httplib::Response& res) { count_tokens(req, res); }));
   svr.Post("/tokenize", busy([this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); }));
   svr.Post("/detokenize", busy([this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); }));
 }
@@ -515,6 +563,7 @@ HttpServer::HttpServer(std::vector<std::unique_ptr<ServedModel>> models, const S
     : impl_(std::make_unique<Impl>()) {
   impl_->models = std::move(models);
   impl_->cfg = server;
+  for (const std::string& p : server.strip_system_lines) impl_->strip_lines.emplace_back(p, std::regex::ECMAScript);
   for (auto& m : impl_->models) impl_->engines.push_back(std::make_unique<Engine>(*m, impl_->metrics));
   impl_->routes();
 }

@@ -27,6 +27,7 @@ struct Piece {
   std::vector<std::string> deltas;       ///< chat: JSON objects of `choices[].delta` (content, reasoning, tool calls)
   std::vector<sched::Sampled> logprobs;  ///< the tokens behind this piece (when logprobs were asked for)
   const char* finish = nullptr;          ///< set on the choice's last piece: stop, length, tool_calls
+  std::string stop_sequence;             ///< the stop string that ended the choice (on its last piece)
   std::string error;                     ///< the choice failed (a server error; the message says why)
 };
 

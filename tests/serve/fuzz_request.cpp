@@ -5,7 +5,10 @@
 //     valid JSON (escaping), and the error envelope of a refusal is too;
 //   - control-token marking round-trips: each range unmarking finds holds a control token or a piece
 //     of one (at a string's start or end).
-// The first byte picks chat or completions; the model is the embedded stories260K on the CPU.
+// The first byte picks chat or completions (bit 0), or Anthropic's /v1/messages (bit 1): its body
+// refused with a 4xx in Anthropic's error shape or answered as well-formed events and a JSON
+// message, and the lenient escape pass changing nothing in valid JSON. The model is the embedded
+// stories260K on the CPU.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +18,7 @@
 #include <string>
 
 #include "plugin/registry.hpp"
+#include "serve/anthropic.hpp"
 #include "serve/control_tokens.hpp"
 #include "serve/openai.hpp"
 #include "serve/served_model.hpp"
@@ -62,10 +66,64 @@ void check_sse(const std::string& sse) {
   }
 }
 
+void check_events(const std::string& sse) {
+  size_t pos = 0;
+  while (pos < sse.size()) {
+    const size_t end = sse.find("\n\n", pos);
+    check(end != std::string::npos, "an event ends with a blank line", sse);
+    const std::string ev = sse.substr(pos, end - pos);
+    const size_t nl = ev.find('\n');
+    check(ev.rfind("event: ", 0) == 0 && nl != std::string::npos && ev.compare(nl + 1, 6, "data: ") == 0,
+          "an event is an event line and a data line", ev);
+    check(json::accept(ev.substr(nl + 7)), "an event's data is JSON", ev);
+    pos = end + 2;
+  }
+}
+
+int messages(const std::string& body) {
+  size_t fixed = 0;
+  const std::string tolerant = kiln::serve::tolerate_invalid_escapes(body, &fixed);
+  // (nlohmann's parser ends its input at a NUL byte: only NUL-free bodies are JSON as a whole.)
+  if (body.find('\0') == std::string::npos && json::accept(body))
+    check(fixed == 0 && tolerant == body, "valid JSON is left as it is");
+  kiln::serve::ApiError err;
+  const auto lookup = [](const std::string& name, kiln::serve::ApiError* e) -> kiln::serve::ServedModel* {
+    if (name.empty() || name == "m") return &model();
+    *e = {404, "no such model", "model", "invalid_request_error", "model_not_found"};
+    return nullptr;
+  };
+  std::optional<kiln::serve::ApiRequest> req;
+  try {
+    req = kiln::serve::parse_messages(body, lookup, kiln::ServerConfig::Limits{}, {}, &err);
+  } catch (const std::exception& e) {
+    check(false, "parse_messages threw", e.what());
+  }
+  if (!req) {
+    check(err.status >= 400 && err.status < 500, "a refusal is a 4xx");
+    check(json::accept(kiln::serve::anthropic_error_json(err)), "the error object is JSON");
+    return 0;
+  }
+  kiln::serve::Piece p;
+  p.deltas.push_back(json{{"reasoning_content", "r"}}.dump());
+  p.deltas.push_back(json{{"content", json(body).dump(-1, ' ', false, json::error_handler_t::replace)}}.dump());
+  p.deltas.push_back(
+      json{{"tool_calls", {{{"index", 0}, {"id", "call_1"}, {"function", {{"name", "f"}, {"arguments", "{\"a\""}}}}}}}
+          .dump());
+  p.deltas.push_back(json{{"tool_calls", {{{"index", 0}, {"function", {{"arguments", ": 1}"}}}}}}}.dump());
+  p.finish = "tool_calls";
+  kiln::serve::MessagesWriter w(*req, "m");
+  check_events(w.stream_piece(p) + w.stream_end(kiln::serve::Usage{3, 1, 0}));
+  kiln::serve::MessagesWriter w2(*req, "m");
+  w2.absorb(p);
+  check(json::accept(w2.final_body(kiln::serve::Usage{3, 1, 0})), "the message is JSON");
+  return 0;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
+  if (data[0] & 2) return messages(std::string(reinterpret_cast<const char*>(data) + 1, size - 1));
   const bool chat = data[0] & 1;
   const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
   kiln::serve::ApiError err;
