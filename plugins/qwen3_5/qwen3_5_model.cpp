@@ -6,6 +6,7 @@
 #include "qwen3_5_model.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <kiln/layers.hpp>
 #include <kiln/plugin.hpp>
 #include <string>
@@ -33,9 +34,12 @@ class Qwen35Model : public kiln::Model {
       }
       if (c_.layers[l].moe) experts_fused_ = info.has(name(Role::moe_gate_up, li));
     }
-    // MTP weights (HF "mtp.*", GGUF blocks past the trunk) are not declared: nothing runs them yet,
-    // and loading them would take a whole MoE layer's memory from the cache (the host logs them as
-    // skipped). They join the tensor table with the speculative decoder that uses them.
+    // MTP weights (HF "mtp.*", GGUF blocks past the trunk) are read and kept for speculative
+    // decoding, which does not run them yet. Matrices stay in the mapped file (host-resident): a
+    // whole MoE layer on the device would come out of the cache memory for nothing.
+    for (const kiln::CheckpointTensor& t : info.tensors)
+      if ((t.name.substr(0, 4) == "mtp." || mtp_block(t.name)) && t.dtype != KILN_DTYPE_ANY)
+        mtp_.push_back({std::string(t.name), t.shape});
     // llama.cpp stores the zero-centred norms as 1 + w.
     norm_mode_ = c_.norms_shifted ? KILN_NORM_WEIGHT : KILN_NORM_ONE_PLUS;
   }
@@ -126,6 +130,9 @@ class Qwen35Model : public kiln::Model {
         mat(Role::ffn_down, l, {H, c_.n_ff});
       }
     }
+    for (const auto& [n, shape] : mtp_)
+      d.push_back({n, shape.size() >= 2 ? KILN_DTYPE_ANY : KILN_DTYPE_F32, shape, true, shape.size() < 2, 0,
+                   shape.size() >= 2 ? KILN_TENSOR_HOST : 0u});
     return d;
   }
 
@@ -250,6 +257,12 @@ class Qwen35Model : public kiln::Model {
     return g.matmul(g.reshape(o, {-1, vd}), weight(g, Role::lin_out, l));
   }
 
+  /** GGUF: a tensor of an MTP block (blk.N with N past the trunk). */
+  bool mtp_block(std::string_view n) const {
+    if (c_.format != KILN_CHECKPOINT_GGUF || n.substr(0, 4) != "blk.") return false;
+    return static_cast<uint32_t>(std::atoi(std::string(n.substr(4)).c_str())) >= c_.n_layers;
+  }
+
   static kiln_tensor concat(kiln::GraphBuilder& g, kiln_tensor a, kiln_tensor b, int32_t axis) {
     kiln_op_params p{};
     p.axis = axis;
@@ -283,6 +296,7 @@ class Qwen35Model : public kiln::Model {
   kiln::NameTable<Role> names_;
   bool tied_ = false, fused_qkvz_ = false, fused_ba_ = false, experts_fused_ = false;
   kiln_norm_mode norm_mode_ = KILN_NORM_ONE_PLUS;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> mtp_;  ///< kept, not run
 };
 
 const char* const kModelTypes[] = {"qwen3_5",          "qwen3_5_text", "qwen3_5_moe",
