@@ -56,6 +56,12 @@ Allocator::Allocator(Context& ctx) : ctx_(ctx) {
   device_mapped_ = mp.memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
   // KILN_VULKAN_STAGING=1: behave as on a discrete GPU (device memory not mapped, uploads and
   // downloads through staging copies) so UMA/lavapipe machines test that path too.
+  // Weights are used in place from host memory only where the device reads host memory at memory
+  // speed (UMA: integrated GPUs, lavapipe). A discrete GPU would read them over PCIe every step,
+  // and on an H200 failed imports of file-backed pages (VK_ERROR_OUT_OF_DEVICE_MEMORY) were
+  // followed by the next plain allocation failing too. KILN_VULKAN_IMPORT=0|1 overrides.
+  import_off_ = discrete_;
+  if (const char* im = std::getenv("KILN_VULKAN_IMPORT"); im && *im) import_off_ = *im == '0';
   if (const char* st = std::getenv("KILN_VULKAN_STAGING"); st && *st && *st != '0') no_map_device_ = true;
 }
 
@@ -261,7 +267,7 @@ Allocation Allocator::import_host(const void* ptr, uint64_t bytes) {
   const DeviceInfo& d = ctx_.info();
   uint64_t align = d.min_import_alignment;
   auto addr = reinterpret_cast<uintptr_t>(ptr);
-  if (!d.host_import || addr % align || bytes == 0) return {};
+  if (!d.host_import || import_off_ || addr % align || bytes == 0) return {};
   uint64_t size = align_up(bytes, align);
   VkMemoryHostPointerPropertiesEXT hp{VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
   if (ctx_.get_host_pointer_props(ctx_.device(), VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, ptr, &hp) !=
@@ -288,7 +294,12 @@ Allocation Allocator::import_host(const void* ptr, uint64_t bytes) {
   ai.allocationSize = size;
   ai.memoryTypeIndex = type;
   VkDeviceMemory m = VK_NULL_HANDLE;
-  if (vkAllocateMemory(ctx_.device(), &ai, nullptr, &m) != VK_SUCCESS) {
+  if (VkResult r = vkAllocateMemory(ctx_.device(), &ai, nullptr, &m); r != VK_SUCCESS) {
+    // One refusal stops further tries: the driver refuses the rest the same way, and on NVIDIA a
+    // refused import was seen to make the next plain allocation fail as well.
+    log::debug("[vulkan] importing {} of host memory failed ({}); weights are copied from now on", mib(size),
+               result_name(r));
+    import_off_ = true;
     vkDestroyBuffer(ctx_.device(), a.buffer, nullptr);
     return {};
   }

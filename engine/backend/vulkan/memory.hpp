@@ -7,6 +7,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -53,7 +54,7 @@ class Allocator {
   void release(Allocation& a);
   /** Imports [ptr, ptr+bytes) (page-aligned, e.g. a read-only mmap) as device memory; returns an
    *  empty Allocation when the device cannot (no extension, misaligned, no compatible type). */
-  Allocation import_host(const void* ptr, uint64_t bytes);
+  Allocation import_host(const void* ptr, uint64_t bytes);  // never on discrete GPUs (see the constructor)
   /** A texel-buffer view of the allocation from byte `base` (a multiple of 256) to its end, capped
    *  at maxTexelBufferElements, in `format` (cached; destroyed with the allocation). */
   VkBufferView view(const Allocation& a, uint64_t base, VkFormat format);
@@ -85,6 +86,7 @@ class Allocator {
   uint64_t block_size_ = 0, dedicated_threshold_ = 0;
   uint64_t used_ = 0, reserved_ = 0, imported_ = 0, limit_ = 0, heap_ = 0;
   bool device_mapped_ = false, no_map_device_ = false;
+  std::atomic<bool> import_off_{false};  // host imports refused (discrete GPU, env, or a failed try)
   bool discrete_ = false, prefer_rebar_ = false;  // memory type choice (find_type)
   struct View {
     uint64_t base;
