@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
 
 namespace kiln::sched {
 
@@ -31,10 +32,21 @@ void Sampler::process(std::vector<float>& x) const {
   }
 }
 
-Sampled Sampler::sample(const float* logits) {
+Sampled Sampler::sample(const float* logits, const uint64_t* allowed) {
   std::vector<float>& x = work_;
   std::copy(logits, logits + n_, x.begin());
   process(x);
+  size_t n_allowed = n_;
+  if (allowed) {
+    n_allowed = 0;
+    constexpr float kNone = -std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < n_; ++i) {
+      const bool ok = (allowed[i >> 6] >> (i & 63)) & 1;
+      n_allowed += ok;
+      if (!ok) x[i] = kNone;
+    }
+    if (n_allowed == 0) throw std::runtime_error("the grammar allows no token of this model's vocabulary here");
+  }
   const bool want_lp = p_.top_logprobs >= 0;
   const bool greedy = p_.temperature < 1e-5 || n_ == 1;  // a tinier temperature is greedy (and 1/T overflows)
   // Sorted best first (ties: lower id first), as far as needed.
@@ -56,6 +68,7 @@ Sampled Sampler::sample(const float* logits) {
     } else {
       std::sort(order_.begin(), order_.end(), better);
     }
+    keep = std::min(keep, n_allowed);  // masked tokens sort last: never drawn
     prob.resize(keep);
     const double mx = x[static_cast<size_t>(order_[0])];
     double sum = 0;

@@ -46,7 +46,11 @@ class Sampler {
    * tokens cut by top-k / top-p / min-p at -inf; greedy decoding reports the softmax at temperature 1
    * of the processed logits.
    */
-  Sampled sample(const float* logits);
+  Sampled sample(const float* logits) { return sample(logits, nullptr); }
+  /** As above, over the tokens whose bit is set in `allowed` (a grammar's mask: bit t of word t/64)
+   *  only; the others are at -inf before everything else. Throws std::runtime_error when the mask
+   *  allows no token. */
+  Sampled sample(const float* logits, const uint64_t* allowed);
 
   const SamplingParams& params() const { return p_; }
 

@@ -186,13 +186,22 @@ json to_openai(const json& a, const std::vector<std::regex>& volatile_lines, boo
       o["tool_choice"] = "auto";
     else if (type == "none")
       o["tool_choice"] = "none";
-    else if (type == "any" || type == "tool")
-      throw Refusal{{400,
-                     "tool_choice 'any' and 'tool' need constrained decoding, which kiln does not have yet; use "
-                     "'auto' or 'none'",
-                     "tool_choice", "invalid_request_error", ""}};
+    else if (type == "any")
+      o["tool_choice"] = "required";
+    else if (type == "tool") {
+      if (!tc.contains("name") || !tc["name"].is_string())
+        bad("tool_choice.name", "tool_choice 'tool' needs the 'name' of the tool to call");
+      o["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc["name"]}}}};
+    }
     else
       bad("tool_choice", "'tool_choice' must be {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}");
+  }
+  if (a.contains("tool_choice") && a["tool_choice"].is_object()) {
+    const json& tc = a["tool_choice"];
+    if (auto d = tc.find("disable_parallel_tool_use"); d != tc.end()) {
+      if (!d->is_boolean()) bad("tool_choice.disable_parallel_tool_use", "'disable_parallel_tool_use' must be true or false");
+      o["parallel_tool_calls"] = !d->get<bool>();
+    }
   }
   if (a.contains("thinking")) {
     const json& t = a["thinking"];

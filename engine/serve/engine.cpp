@@ -30,6 +30,10 @@ double since(Clock::time_point t) {
 }
 }  // namespace
 
+bool Engine::keeps_control_tokens(const GenRequest& r) const {
+  return !r.skip_special || (r.chat && model_.parsers_read_control_tokens());
+}
+
 /** One sequence of one request, owned by the engine thread. */
 struct Engine::Choice {
   std::shared_ptr<GenRequest> r;
@@ -39,6 +43,8 @@ struct Engine::Choice {
   std::optional<text::StreamDecoder> decoder;
   std::optional<parse::ParserPipeline> parsers;  ///< chat only
   std::optional<parse::EventMapper> mapper;      ///< chat only
+  std::optional<grammar::Matcher> matcher;       ///< constrained decoding
+  std::vector<uint64_t> mask;                    ///< the matcher's mask for this step
   std::vector<sched::Sampled> pending;           ///< sampled, not yet emitted (stop ids are not)
   uint32_t max_tokens = 0, generated = 0;
   const char* finish = nullptr;  ///< decided (stop id, length, failure): no more steps
@@ -54,6 +60,7 @@ struct Engine::Prep {
   std::vector<std::vector<int32_t>> prompts;
   std::string prompt_tail;
   uint32_t max_tokens = 0;
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;  ///< constrained requests
   std::vector<std::unique_ptr<Choice>> choices;  ///< built here, so that a failure is the request's 400
 };
 
@@ -185,6 +192,21 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
     if (model_.default_max_tokens()) p->max_tokens = std::min(p->max_tokens, model_.default_max_tokens());
     if (r->max_output_tokens) p->max_tokens = std::min(p->max_tokens, r->max_output_tokens);
   }
+  if (!r->constraint.empty()) {
+    const ConstraintSpec& cs = r->constraint;
+    try {
+      ReasoningFrame frame;
+      if (r->chat && model_.reasoning_parser())
+        frame = reasoning_frame(model_.reasoning_parser()->name, p->prompt_tail, r->parser.thinking);
+      const std::string tool_parser = model_.tool_parser() ? model_.tool_parser()->name : "";
+      p->grammar = model_.grammars().get(cs, frame, tool_parser, keeps_control_tokens(*r));
+    } catch (const grammar::GrammarError& e) {
+      const std::string where = e.where().empty() ? cs.param : e.where();
+      return fail(fmt::format("'{}' cannot be used for constrained decoding: {}", cs.param, e.what()), where);
+    } catch (const HostError& e) {
+      return fail(e.what(), cs.param);
+    }
+  }
   try {
     for (size_t pi = 0; pi < p->prompts.size(); ++pi)
       for (uint32_t j = 0; j < r->n; ++j) p->choices.push_back(make_choice(r, *p, pi, j));
@@ -217,9 +239,13 @@ std::unique_ptr<Engine::Choice> Engine::make_choice(const std::shared_ptr<GenReq
   if (const text::Tokenizer* tok = model_.tokenizer()) {
     text::StreamOptions so;
     so.stop = r->stop;
-    so.skip_special = r->skip_special;
+    so.skip_special = !keeps_control_tokens(*r);
     so.at_sequence_start = false;
     c->decoder.emplace(*tok, so);
+  }
+  if (p.grammar) {
+    c->matcher.emplace(p.grammar);
+    c->mask.resize(p.grammar->tokens().mask_words());
   }
   if (r->chat) {
     ParserRequest pr = r->parser;
@@ -275,7 +301,22 @@ void Engine::sample(const PlanRows& pr) {
   sched::parallel_each(pr.rows.size(), [&](size_t i) {
     Choice& c = *pr.rows[i].first;
     if (c.finish || c.done) return;
-    const sched::Sampled s = c.sampler->sample(pr.result->logits.data() + size_t{pr.rows[i].second} * V);
+    const float* logits = pr.result->logits.data() + size_t{pr.rows[i].second} * V;
+    sched::Sampled s;
+    if (c.matcher) {
+      try {
+        c.matcher->fill_mask(c.mask.data());
+        s = c.sampler->sample(logits, c.mask.data());
+        if (!c.matcher->accept_token(s.token))
+          throw std::runtime_error(fmt::format("the grammar refused token {} that its own mask allowed", s.token));
+      } catch (const std::exception& e) {
+        c.finish = "error";
+        c.error = fmt::format("constrained decoding failed: {}", e.what());
+        return;
+      }
+    } else {
+      s = c.sampler->sample(logits);
+    }
     ++c.generated;
     const bool stop_id = (!c.r->ignore_eos && std::find(stops.begin(), stops.end(), s.token) != stops.end()) ||
                          std::find(c.r->stop_ids.begin(), c.r->stop_ids.end(), s.token) != c.r->stop_ids.end();
@@ -285,7 +326,10 @@ void Engine::sample(const PlanRows& pr) {
     }
     c.seq.tokens.push_back(s.token);
     c.pending.push_back(s);
-    if (c.generated >= c.max_tokens) c.finish = "length";
+    if (c.matcher && (c.matcher->must_end() || c.matcher->is_ended()))
+      c.finish = "stop";  // the grammar is complete and allows nothing more
+    else if (c.generated >= c.max_tokens)
+      c.finish = "length";
   });
 }
 

@@ -45,6 +45,8 @@ class Engine {
   void prepare(const std::shared_ptr<GenRequest>& r);
   std::unique_ptr<Choice> make_choice(const std::shared_ptr<GenRequest>& r, const Prep& p, size_t prompt,
                                       uint32_t j) const;
+  /** The detokenizer keeps control tokens: asked for, or the model's parsers read them. */
+  bool keeps_control_tokens(const GenRequest& r) const;
   void loop();
   void iterate();  ///< one step: admit, plan, submit, emit, finish, sample
   void shutdown();

@@ -176,6 +176,136 @@ void parse_stop(const json& body, GenRequest& r, const ServerConfig::Limits& lim
   }
 }
 
+// ---- constrained decoding: which grammar the output follows (engine/serve/constraints.hpp)
+
+void set_constraint(GenRequest& r, ConstraintSpec c) {
+  if (!r.constraint.empty())
+    bad(c.param, fmt::format("'{}' and '{}' both constrain the output; send one", r.constraint.param, c.param));
+  r.constraint = std::move(c);
+}
+
+/** response_format: text, json_object, or json_schema {name, schema, strict}. */
+void parse_response_format(const json& body, GenRequest& r) {
+  const json* rf = field(body, "response_format");
+  if (!rf) return;
+  if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+    bad("response_format", "'response_format' must be an object with a 'type'");
+  const std::string type = (*rf)["type"].get<std::string>();
+  ConstraintSpec c;
+  c.param = "response_format";
+  if (type == "text") return;
+  if (type == "json_object") {
+    c.kind = ConstraintSpec::Kind::json_object;
+  } else if (type == "json_schema") {
+    auto js = rf->find("json_schema");
+    if (js == rf->end() || !js->is_object())
+      bad("response_format.json_schema", "'response_format.json_schema' must be an object with a 'schema'");
+    auto schema = js->find("schema");
+    if (schema == js->end() || !(schema->is_object() || schema->is_boolean()))
+      bad("response_format.json_schema.schema", "'response_format.json_schema.schema' must be a JSON Schema object");
+    if (auto st = js->find("strict"); st != js->end() && !st->is_null() && !st->is_boolean())
+      bad("response_format.json_schema.strict", "'response_format.json_schema.strict' must be true or false");
+    c.kind = ConstraintSpec::Kind::json_schema;
+    c.param = "response_format.json_schema.schema";
+    c.text = schema->dump();
+    c.strict = js->value("strict", false) == true;
+  } else {
+    bad("response_format.type", fmt::format("'response_format.type' must be text, json_object or json_schema (got '{}')", type));
+  }
+  set_constraint(r, std::move(c));
+}
+
+/** The completions extension fields (vLLM's guided_* names too): grammar (EBNF), regex, json_schema. */
+void parse_grammar_fields(const json& body, GenRequest& r) {
+  const struct {
+    const char* name;
+    ConstraintSpec::Kind kind;
+  } kFields[] = {{"grammar", ConstraintSpec::Kind::ebnf},       {"guided_grammar", ConstraintSpec::Kind::ebnf},
+                 {"regex", ConstraintSpec::Kind::regex},         {"guided_regex", ConstraintSpec::Kind::regex},
+                 {"json_schema", ConstraintSpec::Kind::json_schema}, {"guided_json", ConstraintSpec::Kind::json_schema}};
+  for (const auto& f : kFields) {
+    const json* v = field(body, f.name);
+    if (!v) continue;
+    ConstraintSpec c;
+    c.kind = f.kind;
+    c.param = f.name;
+    if (f.kind == ConstraintSpec::Kind::json_schema) {
+      // An object, or its JSON text (vLLM accepts both).
+      json schema = *v;
+      if (v->is_string()) {
+        try {
+          schema = json::parse(v->get<std::string>());
+        } catch (const json::exception&) {
+          bad(f.name, fmt::format("'{}' must be a JSON Schema (an object, or its JSON text)", f.name));
+        }
+      }
+      if (!schema.is_object() && !schema.is_boolean())
+        bad(f.name, fmt::format("'{}' must be a JSON Schema (an object, or its JSON text)", f.name));
+      c.text = schema.dump();
+      c.strict = false;  // plain JSON Schema semantics
+    } else {
+      if (!v->is_string() || v->get_ref<const std::string&>().empty())
+        bad(f.name, fmt::format("'{}' must be a non-empty string", f.name));
+      c.text = v->get<std::string>();
+    }
+    set_constraint(r, std::move(c));
+  }
+}
+
+/** tool_choice: auto, none, required or a named function; strict tools under auto. */
+void parse_tool_choice(json& body, const json* tools, GenRequest& r) {
+  std::optional<bool> parallel = boolean(body, "parallel_tool_calls");
+  const auto spec_of = [](const json& t) {
+    const json& f = t["function"];
+    grammar::ToolSpec s;
+    s.name = f["name"].get<std::string>();
+    if (auto p = f.find("parameters"); p != f.end() && !p->is_null()) s.parameters = p->dump();
+    return s;
+  };
+  const json* tc = field(body, "tool_choice");
+  const std::string choice = !tc ? "auto" : tc->is_string() ? tc->get<std::string>() : "";
+  if (tc && !tc->is_string() && !tc->is_object())
+    bad("tool_choice", "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", ...}");
+  if (choice == "none") {
+    r.parse_tools = false;
+    body.erase("tools");  // the model is not told about tools it may not call
+    return;
+  }
+  ConstraintSpec c;
+  c.kind = ConstraintSpec::Kind::tools;
+  c.param = "tool_choice";
+  c.parallel = parallel.value_or(true);
+  if (choice == "auto") {
+    // Strict tools: the model chooses between text and calls, and a call follows its schema.
+    bool strict = false;
+    for (size_t i = 0; tools && i < tools->size(); ++i)
+      strict = strict || (*tools)[i]["function"].value("strict", false) == true;
+    if (!strict) return;
+    for (const json& t : *tools) c.tools.push_back(spec_of(t));
+    c.calls_optional = true;
+    c.param = "tools";
+    return set_constraint(r, std::move(c));
+  }
+  if (!tools || tools->empty())
+    bad("tool_choice", "tool_choice 'required' or a named function needs 'tools'");
+  if (choice == "required") {
+    for (const json& t : *tools) c.tools.push_back(spec_of(t));
+    return set_constraint(r, std::move(c));
+  }
+  if (!tc->is_object() || tc->value("type", "") != "function" || !tc->contains("function") ||
+      !(*tc)["function"].is_object() || !(*tc)["function"].contains("name") || !(*tc)["function"]["name"].is_string())
+    bad("tool_choice", "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", \"function\": "
+                       "{\"name\": ...}}");
+  const std::string name = (*tc)["function"]["name"].get<std::string>();
+  for (const json& t : *tools)
+    if (t["function"]["name"] == name) c.tools.push_back(spec_of(t));
+  if (c.tools.empty())
+    bad("tool_choice.function.name", fmt::format("tool_choice names '{}', which is not one of 'tools'", name));
+  c.tools.resize(1);
+  c.parallel = false;  // a named function: one call of it
+  set_constraint(r, std::move(c));
+}
+
 void parse_chat(json& body, GenRequest& r, const ServerConfig::Limits& lim) {
   const json* msgs = field(body, "messages");
   if (!msgs) bad("messages", "'messages' is required");
@@ -196,14 +326,7 @@ void parse_chat(json& body, GenRequest& r, const ServerConfig::Limits& lim) {
     if (content != m.end() && !content->is_null() && !content->is_string() && !content->is_array())
       bad(p + ".content", fmt::format("'{}.content' must be a string or an array of parts", p));
   }
-  if (const json* rf = field(body, "response_format")) {
-    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
-      bad("response_format", "'response_format' must be an object with a 'type'");
-    if ((*rf)["type"] != "text")
-      bad("response_format",
-          "response_format json_object / json_schema needs constrained decoding, which kiln does "
-          "not have yet; leave it out or use {\"type\": \"text\"}");
-  }
+  parse_response_format(body, r);
   const json* tools = field(body, "tools");
   if (tools && !tools->is_array()) bad("tools", "'tools' must be an array of tool definitions");
   if (tools && tools->size() > static_cast<size_t>(lim.max_tools))
@@ -224,19 +347,7 @@ void parse_chat(json& body, GenRequest& r, const ServerConfig::Limits& lim) {
                                                      "{{\"name\": ..., \"parameters\": ...}}}}",
                                                      i));
     }
-  if (const json* tc = field(body, "tool_choice")) {
-    if (tc->is_string() && *tc == "none") {
-      r.parse_tools = false;
-      body.erase("tools");  // the model is not told about tools it may not call
-    } else if (tc->is_string() && *tc == "auto") {
-    } else if ((tc->is_string() && *tc == "required") || tc->is_object()) {
-      bad("tool_choice",
-          "tool_choice 'required' and a named tool need constrained decoding, which kiln does not have "
-          "yet; use 'auto' or 'none'");
-    } else {
-      bad("tool_choice", "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", ...}");
-    }
-  }
+  parse_tool_choice(body, tools, r);
   if (const json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     if (auto it = kw->find("enable_thinking"); it != kw->end() && it->is_boolean())
@@ -280,6 +391,8 @@ void parse_prompt(const json& body, GenRequest& r) {
   if (field(body, "suffix")) bad("suffix", "'suffix' is not supported");
   if (auto b = integer(body, "best_of", 1, 1); !b && field(body, "best_of"))
     bad("best_of", "'best_of' other than 1 is not supported");
+  parse_response_format(body, r);
+  parse_grammar_fields(body, r);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "plugin/parser_host.hpp"
+#include "serve/constraints.hpp"
 #include "sched/sampler.hpp"
 
 namespace kiln::serve {
@@ -54,6 +55,7 @@ struct GenRequest {
   bool skip_special = true;
   ParserRequest parser;     ///< thinking mode and tools for the parsers
   bool parse_tools = true;  ///< false: tool_choice none (no tool-call parsing)
+  ConstraintSpec constraint;  ///< response_format / tool_choice / grammar fields: the output's grammar
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
   std::atomic<bool> cancelled{false};  ///< set by the HTTP side when the client went away
 

@@ -123,10 +123,18 @@ ServedModel::ServedModel(const ModelConfig& config, const BackendConfig& backend
   for (const cache::KvGroup& g : layout.groups)
     if (g.kind == KILN_CACHE_FULL_KV)
       cache_tokens_ = std::min<uint64_t>(cache_tokens_, uint64_t{g.n_blocks} * layout.block_tokens);
+  grammars_ = std::make_unique<GrammarCache>(tokenizer(), n_vocab(), stop_ids_);
   created_ =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   log::info("[serve] model '{}' ({}) on {}: context {}, {} sequences, cache holds {} tokens per sequence", config.name,
             arch, host_->device().info().name, max_context(), host_->limits().max_seqs, cache_tokens_);
+}
+
+bool ServedModel::parsers_read_control_tokens() const {
+  // Gemma 4's reasoning channel and tool calls are control tokens (docs/parsers.md); the parsers
+  // kiln ships for other models read ordinary text. A plugin cannot declare this yet.
+  const auto reads = [](const Component* c) { return c && c->name == "gemma4"; };
+  return reads(reasoning_) || reads(tools_);
 }
 
 std::string ServedModel::description() const {

@@ -15,6 +15,7 @@
 #include "core/config.hpp"
 #include "model/model_host.hpp"
 #include "sched/sampler.hpp"
+#include "serve/constraints.hpp"
 #include "template/chat_render.hpp"
 #include "text/tokenizer.hpp"
 
@@ -40,6 +41,11 @@ class ServedModel {
   const ChatTemplate* chat_template() const { return template_ ? &*template_ : nullptr; }
   const Component* reasoning_parser() const { return reasoning_; }
   const Component* tool_parser() const { return tools_; }
+  /** The parsers read control tokens as text (Gemma 4's <|channel>, <|tool_call>, <|"|>): chat
+   *  output then keeps them rather than dropping them as skip_special_tokens would. */
+  bool parsers_read_control_tokens() const;
+  /** Compiled grammars of constrained requests (thread-safe). */
+  GrammarCache& grammars() const { return *grammars_; }
 
   uint32_t n_vocab() const { return host_->limits().n_vocab; }
   uint32_t max_context() const { return host_->limits().max_context; }
@@ -74,6 +80,7 @@ class ServedModel {
   const Component* reasoning_ = nullptr;
   const Component* tools_ = nullptr;
   std::vector<int32_t> stop_ids_;
+  std::unique_ptr<GrammarCache> grammars_;
   std::vector<std::string> controls_;  ///< the tokenizer's special tokens' texts
   size_t longest_control_ = 1;         ///< bytes of the longest of them
   sched::SamplingParams defaults_;

@@ -241,6 +241,34 @@ Plan make_plan(const TokenizerData& d) {
 }
 }  // namespace
 
+std::string Tokenizer::token_bytes(TokenId id) const {
+  const TokenizerData& d = *data_;
+  std::string s(token_string(d, id));
+  if (!d.has_decoder) return s;
+  Plan p;
+  try {
+    p = make_plan(d);
+  } catch (const HostError&) {
+    return decode(std::span<const TokenId>(&id, 1));  // a chain streaming cannot run: its text alone
+  }
+  for (const DecStep* st : p.per_token) per_token_step(*st, s, 1);  // 1: not the sequence's first token
+  switch (p.join) {
+    case Plan::kByteLevel:
+      if (!d.is_added(id)) {
+        std::string b;
+        byte_level_bytes(s, b);
+        return b;
+      }
+      return s;
+    case Plan::kByteFallback:
+      if (int b = fallback_byte(s); b >= 0) return std::string(1, static_cast<char>(b));
+      return s;
+    case Plan::kNone:
+      break;
+  }
+  return s;
+}
+
 StreamDecoder::StreamDecoder(const Tokenizer& tok, StreamOptions opts) : tok_(tok), opts_(std::move(opts)) {
   if (!tok_.data().has_decoder) throw_error("[tokenizer] streaming decode needs a decoder in tokenizer.json");
   Plan p = make_plan(tok_.data());

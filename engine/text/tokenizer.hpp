@@ -92,6 +92,10 @@ class Tokenizer {
   /** One past the largest id (model vocabulary and added tokens). */
   std::size_t vocab_size() const;
   std::optional<TokenId> token_to_id(std::string_view token) const;
+  /** The bytes token `id` adds to text in the middle of a sequence, as the streaming decoder
+   *  produces them before joining: "Ġthe" → " the", "<0x0A>" → "\n", an added token → its
+   *  content; a partial UTF-8 sequence stays partial. Grammar masks match tokens by these. */
+  std::string token_bytes(TokenId id) const;
   /** The raw vocabulary string ("Ġthe", "▁the", "<|im_end|>"); empty for an unused id. */
   std::string_view id_to_token(TokenId id) const;
   bool is_special(TokenId id) const;

@@ -106,7 +106,7 @@ await expectError('unknown model is 404', { ...chatBody, model: 'nope' }, 404, '
 await expectError('temperature out of range is 400', { ...chatBody, temperature: 5 }, 400, 'temperature');
 await expectError('top_logprobs over 20 is 400', { ...chatBody, logprobs: true, top_logprobs: 21 }, 400, 'top_logprobs');
 await expectError('wrong type is 400', { ...chatBody, max_tokens: 'many' }, 400, 'max_tokens');
-await expectError('tool_choice required is 400 until constrained decoding',
+await expectError('tool_choice required on a model without a tool-call parser is 400',
   { ...chatBody, tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }], tool_choice: 'required' },
   400, 'tool_choice');
 

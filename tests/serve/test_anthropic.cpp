@@ -192,9 +192,9 @@ TEST(Messages, ErrorsHaveAnthropicsShapeAndNameTheField) {
   json image = ok;
   image["messages"][0]["content"] = {{{"type", "image"}, {"source", {{"type", "base64"}, {"data", "AAAA"}}}}};
   expect(image, 400, "invalid_request_error", "messages[0].content[0]");
-  json any = ok;
-  any["tool_choice"] = {{"type", "any"}};
-  expect(any, 400, "invalid_request_error", "tool_choice");
+  json unnamed = ok;
+  unnamed["tool_choice"] = {{"type", "tool"}};
+  expect(unnamed, 400, "invalid_request_error", "tool_choice 'tool' needs the 'name'");
   json redacted = ok;
   redacted["messages"] = {{{"role", "user"}, {"content", "Hi"}},
                           {{"role", "assistant"}, {"content", {{{"type", "redacted_thinking"}, {"data", "x"}}}}},

@@ -1,0 +1,479 @@
+// The JSON-Schema-Test-Suite (draft 2020-12) through schema_to_grammar: for every test group the
+// schema either compiles or is refused with a GrammarError (an unsupported keyword or
+// combination), and every instance's JSON text is in the grammar's language exactly when the
+// suite says it is valid.
+//
+// The grammar writes object properties in one fixed order (the schema's), while the suite's
+// instances are unordered objects. So an instance counts as accepted when some order of its keys
+// is accepted (all orders are tried, nested objects included, up to kMaxOrders): a valid
+// instance must have an accepted order, an invalid one none. Each instance is checked in three
+// spellings: minified, with a space after ',' and ':', and pretty-printed with indent 2.
+//
+// Then what the suite does not cover: exact numeric ranges (checked against decimal comparison
+// on many texts), integer spellings, string lengths and escapes, key exclusion, strict mode,
+// whitespace limits, error locations, size and speed.
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "grammar/json_number.hpp"
+#include "grammar/json_schema.hpp"
+#include "grammar/recognizer.hpp"
+
+namespace kiln::grammar {
+namespace {
+
+using Json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+// The one place the harness asks whether a grammar accepts a text (to be swapped for the matcher).
+bool grammar_accepts(const Grammar& g, const std::string& text) { return test::Recognizer(g).accepts(text); }
+
+const fs::path kSuite = fs::path(KILN_TEST_SOURCE_DIR "/../shared/fixtures/json-schema-test-suite/tests/draft2020-12");
+
+// Files whose subject conflicts with what the grammar engine asserts, with the reason.
+const std::map<std::string, std::string> kSkipped = {
+    {"format.json", "format is only an annotation in this file; the engine asserts formats (optional/format/*.json)"},
+    {"vocabulary.json", "needs a custom metaschema that disables vocabularies"},
+};
+const std::vector<std::string> kFormatFiles = {"date-time.json", "date.json", "time.json", "uuid.json",
+                                               "email.json",     "ipv4.json", "ipv6.json"};
+
+constexpr size_t kMaxOrders = 5000;
+
+// Every key order of `v` (recursively), up to `limit` variants.
+std::vector<Json> key_orders(const Json& v, size_t limit) {
+  if (v.is_array()) {
+    std::vector<Json> out = {Json::array()};
+    for (const Json& e : v) {
+      std::vector<Json> next;
+      for (const Json& sub : key_orders(e, limit))
+        for (const Json& prefix : out) {
+          if (next.size() >= limit) break;
+          Json a = prefix;
+          a.push_back(sub);
+          next.push_back(std::move(a));
+        }
+      out = std::move(next);
+    }
+    return out;
+  }
+  if (!v.is_object()) return {v};
+  std::vector<std::string> keys;
+  for (auto& [k, e] : v.items()) keys.push_back(k);
+  std::sort(keys.begin(), keys.end());
+  std::vector<Json> out;
+  do {
+    std::vector<Json> partial = {Json::object()};
+    for (const std::string& k : keys) {
+      std::vector<Json> next;
+      for (const Json& sub : key_orders(v[k], limit))
+        for (const Json& prefix : partial) {
+          if (next.size() >= limit) break;
+          Json o = prefix;
+          o[k] = sub;
+          next.push_back(std::move(o));
+        }
+      partial = std::move(next);
+    }
+    for (Json& o : partial)
+      if (out.size() < limit) out.push_back(std::move(o));
+  } while (out.size() < limit && std::next_permutation(keys.begin(), keys.end()));
+  return out;
+}
+
+std::string spaced(const Json& v) {
+  if (v.is_object()) {
+    std::string s = "{";
+    for (auto& [k, e] : v.items()) s += (s.size() > 1 ? ", " : "") + Json(k).dump() + ": " + spaced(e);
+    return s + "}";
+  }
+  if (v.is_array()) {
+    std::string s = "[";
+    for (const Json& e : v) s += (s.size() > 1 ? ", " : "") + spaced(e);
+    return s + "]";
+  }
+  return v.dump();
+}
+
+struct Style {
+  const char* name;
+  std::string (*write)(const Json&);
+};
+const Style kStyles[] = {{"minified", [](const Json& v) { return v.dump(); }},
+                         {"spaced", [](const Json& v) { return spaced(v); }},
+                         {"pretty", [](const Json& v) { return v.dump(2); }}};
+
+bool accepts_some_order(const Grammar& g, const std::vector<Json>& orders, const Style& style, std::string* first) {
+  for (const Json& o : orders) {
+    const std::string text = style.write(o);
+    if (first && first->empty()) *first = text;
+    if (grammar_accepts(g, text)) {
+      if (first) *first = text;
+      return true;
+    }
+  }
+  return false;
+}
+
+SchemaOptions suite_options() {
+  SchemaOptions o;
+  o.strict = false;  // the suite means plain JSON Schema: additional properties allowed
+  return o;
+}
+
+// An invalid instance accepted because oneOf is compiled as anyOf: two branches accept it.
+bool oneof_overlap(const Json& schema, const Json& instance) {
+  if (!schema.is_object() || !schema.contains("oneOf")) return false;
+  int accepting = 0;
+  for (const Json& branch : schema["oneOf"]) {
+    Json s = schema;
+    s["oneOf"] = Json::array({branch});
+    try {
+      const Grammar g = schema_to_grammar(s.dump(), suite_options());
+      if (accepts_some_order(g, key_orders(instance, kMaxOrders), kStyles[0], nullptr)) ++accepting;
+    } catch (const GrammarError&) {
+    }
+  }
+  return accepting >= 2;
+}
+
+std::string refusal_bucket(const GrammarError& e) {
+  const std::string m = e.what();
+  if (auto k = m.find("keyword '"); k != std::string::npos) return m.substr(k, m.find('\'', k + 9) - k + 1);
+  if (auto k = m.find("format '"); k != std::string::npos) return m.substr(k, m.find('\'', k + 8) - k + 1);
+  const std::string body = m.substr(e.where().empty() ? 0 : e.where().size() + 2);
+  return body.substr(0, std::min<size_t>(body.size(), 60));
+}
+
+struct Summary {
+  int files = 0, groups = 0, compiled = 0, empty = 0, refused = 0, instances = 0, checks = 0, oneof_divergences = 0;
+  std::map<std::string, int> refused_by;
+  std::vector<std::string> failures, divergences;
+};
+
+void run_group(const std::string& file, const Json& group, Summary& sum) {
+  ++sum.groups;
+  Grammar g;
+  try {
+    g = schema_to_grammar(group["schema"].dump(), suite_options());
+  } catch (const GrammarError& e) {
+    // An unsatisfiable schema is refused as such: right when the suite expects every instance invalid.
+    const bool none_valid = std::none_of(group["tests"].begin(), group["tests"].end(),
+                                         [](const Json& t) { return t["valid"].get<bool>(); });
+    if (std::string(e.what()).find("accepts no JSON value") != std::string::npos && none_valid) {
+      ++sum.compiled;
+      ++sum.empty;
+      sum.instances += static_cast<int>(group["tests"].size());
+      return;
+    }
+    ++sum.refused;
+    ++sum.refused_by[refusal_bucket(e)];
+    return;
+  }
+  ++sum.compiled;
+  for (const Json& test : group["tests"]) {
+    ++sum.instances;
+    const bool valid = test["valid"].get<bool>();
+    const std::vector<Json> orders = key_orders(test["data"], kMaxOrders);
+    for (const Style& style : kStyles) {
+      ++sum.checks;
+      std::string text;
+      const bool accepted = accepts_some_order(g, orders, style, &text);
+      if (accepted == valid) continue;
+      const std::string line = fmt::format("{} | {} | {} | {} | false {} | {}", file, group["description"].get<std::string>(),
+                                           test["description"].get<std::string>(), style.name,
+                                           accepted ? "accept" : "reject", text);
+      if (accepted && oneof_overlap(group["schema"], test["data"])) {
+        ++sum.oneof_divergences;
+        sum.divergences.push_back(line);
+        break;  // the same reason for every spelling
+      }
+      sum.failures.push_back(line);
+    }
+  }
+}
+
+void run_file(const fs::path& path, const std::string& label, Summary& sum) {
+  std::ifstream in(path);
+  const Json groups = Json::parse(in);
+  ++sum.files;
+  for (const Json& group : groups) run_group(label, group, sum);
+}
+
+TEST(SchemaSuite, Draft2020_12) {
+  if (!fs::is_directory(kSuite)) GTEST_SKIP() << "JSON-Schema-Test-Suite not found at " << kSuite;
+  Summary sum;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(kSuite))
+    if (entry.path().extension() == ".json") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) {
+    const std::string name = f.filename().string();
+    if (auto it = kSkipped.find(name); it != kSkipped.end()) {
+      fmt::print("skipped {}: {}\n", name, it->second);
+      continue;
+    }
+    run_file(f, name, sum);
+  }
+  for (const std::string& name : kFormatFiles) run_file(kSuite / "optional" / "format" / name, "optional/format/" + name, sum);
+
+  fmt::print("files {}, groups {}: compiled {} ({} refused as unsatisfiable, all their instances invalid), refused {}; "
+             "instances {} ({} checks)\n",
+             sum.files, sum.groups, sum.compiled, sum.empty, sum.refused, sum.instances, sum.checks);
+  for (auto& [reason, n] : sum.refused_by) fmt::print("  refused {:3}  {}\n", n, reason);
+  fmt::print("documented divergences (oneOf compiled as anyOf; instance valid under two branches): {}\n",
+             sum.oneof_divergences);
+  for (const std::string& d : sum.divergences) fmt::print("  {}\n", d);
+  fmt::print("false accepts / rejects: {}\n", sum.failures.size());
+  for (const std::string& f : sum.failures) ADD_FAILURE() << f;
+}
+
+// --- beyond the suite
+
+bool accepts(const Grammar& g, const std::string& text) { return test::Recognizer(g).accepts(text); }
+
+SchemaOptions loose(int ws = 24) {
+  SchemaOptions o;
+  o.strict = false;
+  o.max_whitespace = ws;
+  return o;
+}
+
+std::string random_number(std::mt19937& rng) {
+  std::uniform_int_distribution<int> pick(0, 9);
+  std::string s = pick(rng) < 4 ? "-" : "";
+  const int int_len = 1 + pick(rng) % 3;
+  s += pick(rng) < 3 ? "0" : std::to_string(1 + pick(rng) % 9);
+  if (s.back() != '0')
+    for (int i = 1; i < int_len; ++i) s += std::to_string(pick(rng));
+  if (pick(rng) < 5) {
+    s += ".";
+    for (int i = 0, n = 1 + pick(rng) % 3; i < n; ++i) s += pick(rng) < 4 ? "0" : std::to_string(pick(rng));
+  }
+  return s;
+}
+
+TEST(JsonSchemaNumbers, RangesMatchDecimalComparison) {
+  const std::vector<std::string> bounds = {"-12.5", "-1", "0", "0.25", "3", "10", "100.75", "0.05"};
+  std::mt19937 rng(7);
+  std::vector<std::string> texts = {"0", "-0", "0.0", "-0.0", "3", "3.0", "3.00", "10", "9.99", "10.01", "0.25",
+                                    "0.250", "0.2", "0.3", "-1", "-1.0", "-12.5", "-12.50", "-12.51", "100.75"};
+  for (int i = 0; i < 300; ++i) texts.push_back(random_number(rng));
+  int checked = 0;
+  for (const std::string& lo : bounds)
+    for (const std::string& hi : bounds)
+      for (int flags = 0; flags < 8; ++flags) {
+        const bool ex_lo = flags & 1, ex_hi = flags & 2, integer = flags & 4;
+        const std::string schema =
+            fmt::format(R"({{"type":"{}","{}":{},"{}":{}}})", integer ? "integer" : "number",
+                        ex_lo ? "exclusiveMinimum" : "minimum", lo, ex_hi ? "exclusiveMaximum" : "maximum", hi);
+        NumberSpec spec;
+        spec.integer = integer;
+        add_lower(spec, {parse_decimal(lo), ex_lo});
+        add_upper(spec, {parse_decimal(hi), ex_hi});
+        Grammar g;
+        try {
+          g = schema_to_grammar(schema, loose());
+        } catch (const GrammarError& e) {
+          // Only an empty range may be refused.
+          for (const std::string& t : texts) ASSERT_FALSE(number_in(spec, parse_decimal(t))) << schema << " " << t;
+          continue;
+        }
+        for (const std::string& t : texts) {
+          ASSERT_EQ(accepts(g, t), number_in(spec, parse_decimal(t))) << schema << " on " << t;
+          ++checked;
+        }
+      }
+  EXPECT_GT(checked, 50000);
+}
+
+TEST(JsonSchemaNumbers, OneSidedBoundsAndLongBounds) {
+  const Grammar g = schema_to_grammar(R"({"type":"number","minimum":-0.001})", loose());
+  for (const char* t : {"-0.001", "-0.0009", "0", "12345678901234567890.5", "-0"}) EXPECT_TRUE(accepts(g, t)) << t;
+  for (const char* t : {"-0.0011", "-1", "-0.002", "1e5"}) EXPECT_FALSE(accepts(g, t)) << t;
+  const Grammar big = schema_to_grammar(R"({"type":"integer","maximum":1e20})", loose());
+  EXPECT_TRUE(accepts(big, "100000000000000000000"));
+  EXPECT_FALSE(accepts(big, "100000000000000000001"));
+  EXPECT_TRUE(accepts(big, "-100000000000000000000000"));
+}
+
+TEST(JsonSchemaNumbers, IntegerSpellings) {
+  const Grammar g = schema_to_grammar(R"({"type":"integer"})", loose());
+  for (const char* t : {"0", "-0", "1", "-17", "1.0", "1.000", "1e2", "1E+2", "1.5e1", "1.50e1", "1.25e2", "10e-1",
+                        "100e-2", "100.00e-2", "0e-7", "0.0e5", "1.0e-0", "2e0", "123456789e-0"})
+    EXPECT_TRUE(accepts(g, t)) << t;
+  for (const char* t : {"1.5", "1.5e0", "1.55e1", "15e-1", "1e-1", "0.1", "01", "1.", "-", "1e", "+1", ".5"})
+    EXPECT_FALSE(accepts(g, t)) << t;
+  const Grammar n = schema_to_grammar(R"({"type":"number"})", loose());
+  for (const char* t : {"0", "-0.5", "1e-7", "1.5E+3", "12.0"}) EXPECT_TRUE(accepts(n, t)) << t;
+  for (const char* t : {"01", "1.", ".1", "1e", "--1", "NaN"}) EXPECT_FALSE(accepts(n, t)) << t;
+}
+
+TEST(JsonSchemaNumbers, ConstAcceptsEqualSpellings) {
+  const Grammar g = schema_to_grammar(R"({"const":1500})", loose());
+  for (const char* t : {"1500", "1500.0", "1.5e3", "1.500E+03"}) EXPECT_TRUE(accepts(g, t)) << t;
+  for (const char* t : {"1501", "15e2x", "1.5e2"}) EXPECT_FALSE(accepts(g, t)) << t;
+  const Grammar z = schema_to_grammar(R"({"enum":[0, -0.25]})", loose());
+  for (const char* t : {"0", "-0", "0.0", "0e3", "-0.25", "-2.5e-1", "-0.250"}) EXPECT_TRUE(accepts(z, t)) << t;
+  EXPECT_FALSE(accepts(z, "0.25"));
+}
+
+TEST(JsonSchemaStrings, EscapesAndSurrogates) {
+  const Grammar g = schema_to_grammar(R"({"type":"string"})", loose());
+  for (const char* t : {R"("")", R"("a\"b\\c\/\b\f\n\r\t")", R"("\u00e9\u00E9")", R"("\ud83d\ude00")", "\"é😀\""})
+    EXPECT_TRUE(accepts(g, t)) << t;
+  for (const char* t : {R"("\ud83d")", R"("\ude00")", R"("\ud83da")", R"("\x")", "\"\x01\"", "\"a", "\"\xff\"",
+                        "\"\xed\xa0\x80\""})
+    EXPECT_FALSE(accepts(g, t)) << t;
+}
+
+TEST(JsonSchemaStrings, LengthCountsCodePoints) {
+  const Grammar g = schema_to_grammar(R"({"type":"string","minLength":2,"maxLength":3})", loose());
+  for (const char* t : {R"("ab")", R"("\ud83d\ude00a")", "\"😀é\"", R"("\n\t\u0041")"}) EXPECT_TRUE(accepts(g, t)) << t;
+  for (const char* t : {R"("a")", "\"😀\"", R"("abcd")", R"("\ud83d\ude00")"}) EXPECT_FALSE(accepts(g, t)) << t;
+  // Without "type", non-strings are unconstrained.
+  const Grammar any = schema_to_grammar(R"({"minLength":2})", loose());
+  EXPECT_TRUE(accepts(any, "1"));
+  EXPECT_FALSE(accepts(any, R"("a")"));
+}
+
+TEST(JsonSchemaObjects, OptionalPropertiesAndCommas) {
+  const Grammar g = schema_to_grammar(
+      R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"},"c":{"type":"integer"}},
+          "required":["b"],"additionalProperties":false})",
+      loose(0));
+  for (const char* t : {R"({"b":1})", R"({"a":1,"b":2})", R"({"b":1,"c":2})", R"({"a":1,"b":2,"c":3})"})
+    EXPECT_TRUE(accepts(g, t)) << t;
+  for (const char* t : {R"({})", R"({"a":1})", R"({"a":1,"c":3})", R"({"b":1,})", R"({,"b":1})", R"({"b":1,"d":2})",
+                        R"({"b":1 })"})
+    EXPECT_FALSE(accepts(g, t)) << t;
+}
+
+TEST(JsonSchemaObjects, AdditionalKeysExcludeDeclaredOnes) {
+  const Grammar g = schema_to_grammar(
+      R"({"properties":{"a":{"type":"integer"},"ab":{"type":"integer"}},"additionalProperties":{"type":"string"}})",
+      loose(0));
+  for (const char* t : {R"({"a":1})", R"({"a":1,"b":"x"})", R"({"abc":"x"})", R"({"":"x","A":"y"})", R"({"ab":2})"})
+    EXPECT_TRUE(accepts(g, t)) << t;
+  // A declared key must take its declared schema, in any spelling of it.
+  for (const char* t : {R"({"a":"x"})", R"({"ab":"x"})", R"({"\u0061":"x"})", R"({"a\u0062":"x"})"})
+    EXPECT_FALSE(accepts(g, t)) << t;
+}
+
+TEST(JsonSchemaObjects, StrictModeClosesDescribedObjects) {
+  const char* schema = R"({"type":"object","properties":{"a":{"type":"object"}}})";
+  SchemaOptions strict;
+  const Grammar s = schema_to_grammar(schema, strict);
+  EXPECT_TRUE(accepts(s, R"({"a":{"free":[1,{"x":null}]}})"));
+  EXPECT_FALSE(accepts(s, R"({"a":{},"b":1})"));
+  EXPECT_TRUE(accepts(schema_to_grammar(schema, loose()), R"({"a":{},"b":1})"));
+}
+
+TEST(JsonSchemaObjects, RecursionThroughRefs) {
+  const Grammar g = schema_to_grammar(
+      R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#/$defs/node"}},
+          "required":["v"]}},"$ref":"#/$defs/node"})");
+  EXPECT_TRUE(accepts(g, R"({"v":1,"next":{"v":2,"next":{"v":3}}})"));
+  EXPECT_FALSE(accepts(g, R"({"v":1,"next":{"next":{"v":3}}})"));
+}
+
+TEST(JsonSchemaWhitespace, LimitPerGap) {
+  const Grammar g = schema_to_grammar(R"({"type":"array","items":{"type":"integer"}})", loose(2));
+  EXPECT_TRUE(accepts(g, "[  1,\n\t2 ]"));
+  EXPECT_FALSE(accepts(g, "[1,   2]"));
+  EXPECT_FALSE(accepts(g, " [1]"));
+  const Grammar c = schema_to_grammar(R"({"type":"array"})", loose(0));
+  EXPECT_TRUE(accepts(c, R"([1,{"a":[]}])"));
+  EXPECT_FALSE(accepts(c, "[1, 2]"));
+}
+
+TEST(JsonSchemaArrays, PrefixItemsAndCounts) {
+  const Grammar g = schema_to_grammar(
+      R"({"prefixItems":[{"type":"string"},{"type":"integer"}],"items":{"type":"boolean"},"minItems":1,"maxItems":4})",
+      loose(0));
+  for (const char* t : {R"(["a"])", R"(["a",1])", R"(["a",1,true])", R"(["a",1,true,false])"}) EXPECT_TRUE(accepts(g, t)) << t;
+  for (const char* t : {"[]", R"([1])", R"(["a","b"])", R"(["a",1,true,false,true])", R"(["a",1,2])"})
+    EXPECT_FALSE(accepts(g, t)) << t;
+}
+
+TEST(JsonSchemaErrors, NameKeywordAndPlace) {
+  try {
+    schema_to_grammar(R"({"properties":{"a":{"multipleOf":2}}})");
+    FAIL();
+  } catch (const GrammarError& e) {
+    EXPECT_EQ(e.where(), "/properties/a/multipleOf");
+    EXPECT_NE(std::string(e.what()).find("multipleOf"), std::string::npos);
+  }
+  try {
+    schema_to_grammar(R"({"type":"string","format":"hostname"})");
+    FAIL();
+  } catch (const GrammarError& e) {
+    EXPECT_EQ(e.where(), "/format");
+    EXPECT_NE(std::string(e.what()).find("hostname"), std::string::npos);
+  }
+  try {
+    schema_to_grammar(R"({"type":"string","pattern":"^a","maxLength":3})");
+    FAIL();
+  } catch (const GrammarError& e) {
+    EXPECT_NE(std::string(e.what()).find("pattern"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("maxLength"), std::string::npos);
+  }
+  EXPECT_THROW(schema_to_grammar(R"({"$ref":"http://example.com/s.json"})"), GrammarError);
+  EXPECT_THROW(schema_to_grammar(R"({"allOf":[{"type":"string"},{"type":"integer"}]})"), GrammarError);  // empty
+  // A pattern on a non-string type never matters.
+  EXPECT_NO_THROW(schema_to_grammar(R"({"type":"integer","pattern":"^a","maxLength":3})"));
+}
+
+TEST(JsonSchemaEmbedding, AddSchemaPrefixesErrors) {
+  Grammar g;
+  const Element e = add_schema(g, R"({"type":"boolean"})", SchemaOptions{}, "args", "/tools/0");
+  g.root = e.index;
+  EXPECT_TRUE(accepts(g, "true"));
+  try {
+    add_schema(g, R"({"not":{}})", SchemaOptions{}, "args", "/tools/1");
+    FAIL();
+  } catch (const GrammarError& err) {
+    EXPECT_EQ(err.where(), "/tools/1/not");
+  }
+  const Grammar obj = json_object_grammar();
+  EXPECT_TRUE(accepts(obj, R"({"a": [1, {"b": null}], "c": "d"})"));
+  EXPECT_FALSE(accepts(obj, "[1]"));
+}
+
+TEST(JsonSchemaSize, TypicalSchemaCompilesFast) {
+  const char* schema = R"({
+    "type":"object","additionalProperties":false,
+    "properties":{
+      "id":{"type":"string","format":"uuid"},
+      "name":{"type":"string","minLength":1,"maxLength":64},
+      "email":{"type":"string","format":"email"},
+      "created":{"type":"string","format":"date-time"},
+      "age":{"type":"integer","minimum":0,"maximum":150},
+      "score":{"type":"number","exclusiveMinimum":0,"maximum":1},
+      "role":{"enum":["admin","user","guest"]},
+      "tags":{"type":"array","items":{"type":"string","pattern":"^[a-z]+$"},"maxItems":10},
+      "address":{"anyOf":[{"type":"null"},{"$ref":"#/$defs/address"}]}
+    },
+    "required":["id","name","role"],
+    "$defs":{"address":{"type":"object","properties":{"street":{"type":"string"},"zip":{"type":"string","pattern":"^[0-9]{5}$"}},"required":["street"]}}})";
+  const auto t0 = std::chrono::steady_clock::now();
+  const Grammar g = schema_to_grammar(schema);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("typical schema: {} rules, {} elements, {:.2f} ms\n", g.rules.size(), g.element_count(), ms);
+  EXPECT_LT(g.element_count(), 60000u);
+  EXPECT_TRUE(accepts(g, R"({"id":"2eb8aa08-aa98-11ea-b4aa-73b441d16380","name":"Ann","created":"2024-02-29T23:59:60Z",)"
+                         R"("age":150,"score":1,"role":"user","tags":["a","bc"],"address":{"street":"x","zip":"12345"}})"));
+  EXPECT_FALSE(accepts(g, R"({"id":"2eb8aa08-aa98-11ea-b4aa-73b441d16380","name":"Ann","age":151,"role":"user"})"));
+}
+
+}  // namespace
+}  // namespace kiln::grammar
