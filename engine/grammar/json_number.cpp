@@ -154,9 +154,15 @@ struct MagnitudeBounds {
 
 enum Phase : int8_t { START, ZERO, INT, DOT, FRAC };
 
+// Canonical (generated) numbers have at most this many digits before and after the point: an
+// integer then is exact as a double (as JavaScript clients and the tool parsers read it), and a
+// weak model left free cannot write digits until max_tokens.
+constexpr int kCanonicalDigits = 15;
+
 struct DfaState {
   Phase phase = START;
   Comparator::State lo, hi;
+  int8_t int_len = 0, frac_len = 0;  // canonical: digits so far (capped)
   auto operator<=>(const DfaState&) const = default;
 };
 
@@ -164,8 +170,8 @@ struct DfaState {
 // writes one rule per state.
 class RangeBuilder {
  public:
-  RangeBuilder(Grammar& g, const MagnitudeBounds& mb, bool integer, std::string_view name)
-      : g_(g), mb_(mb), integer_(integer), name_(name) {
+  RangeBuilder(Grammar& g, const MagnitudeBounds& mb, bool integer, bool canonical, std::string_view name)
+      : g_(g), mb_(mb), integer_(integer), canonical_(canonical), name_(name) {
     if (mb.lo) lo_.bound = &mb.lo->value;
     if (mb.hi) hi_.bound = &mb.hi->value;
   }
@@ -196,6 +202,7 @@ class RangeBuilder {
     switch (s.phase) {
       case START:
         if (!digit) return std::nullopt;
+        n.int_len = 1;
         n.phase = c == '0' ? ZERO : INT;
         n.lo = lo_.int_digit(s.lo, c);
         n.hi = hi_.int_digit(s.hi, c);
@@ -203,18 +210,23 @@ class RangeBuilder {
       case ZERO:
       case INT:
         if (c == '.') {
+          if (integer_ && canonical_) return std::nullopt;
           n.phase = DOT;
           n.lo = lo_.dot(s.lo);
           n.hi = hi_.dot(s.hi);
           return n;
         }
         if (!digit || s.phase == ZERO) return std::nullopt;
+        if (canonical_ && s.int_len >= kCanonicalDigits) return std::nullopt;
+        if (canonical_) n.int_len = static_cast<int8_t>(s.int_len + 1);
         n.lo = lo_.int_digit(s.lo, c);
         n.hi = hi_.int_digit(s.hi, c);
         return n;
       case DOT:
       case FRAC:
         if (!digit || (integer_ && c != '0')) return std::nullopt;
+        if (canonical_ && s.frac_len >= kCanonicalDigits) return std::nullopt;
+        if (canonical_) n.frac_len = static_cast<int8_t>(s.frac_len + 1);
         n.phase = FRAC;
         n.lo = lo_.frac_digit(s.lo, c);
         n.hi = hi_.frac_digit(s.hi, c);
@@ -279,6 +291,7 @@ class RangeBuilder {
   Grammar& g_;
   const MagnitudeBounds& mb_;
   bool integer_;
+  bool canonical_;  // integers without a fraction
   std::string name_;
   Comparator lo_, hi_;
   std::map<DfaState, size_t> ids_;
@@ -373,6 +386,29 @@ Element integer_grammar(Grammar& g, std::string_view name) {
   return g.add(name, std::move(alts));
 }
 
+// What a generating model should write: no ".0" on integers, at most kCanonicalDigits digits before
+// and after the point, no exponent beyond two digits (no reader overflows).
+
+Element canonical_integer(Grammar& g, std::string_view name) {
+  const Element d = g.bytes(ByteSet::range('0', '9'));
+  const Element more = g.repeat(fmt::format("{}-digits", name), {d}, 0, kCanonicalDigits - 1);
+  return g.add(name, {{g.byte('0')}, {g.bytes(ByteSet::range('1', '9')), more}});
+}
+
+Element canonical_number(Grammar& g, std::string_view name) {
+  const Element d = g.bytes(ByteSet::range('0', '9'));
+  const Element ip = canonical_integer(g, fmt::format("{}-int", name));
+  const Element fd = g.repeat(fmt::format("{}-fdigits", name), {d}, 1, kCanonicalDigits);
+  const Element fp = g.optional(fmt::format("{}-frac", name), {g.byte('.'), fd});
+  ByteSet e = ByteSet::of('e'), s = ByteSet::of('+');
+  e.add('E');
+  s.add('-');
+  const Element sign = g.optional(fmt::format("{}-esign", name), {g.bytes(s)});
+  const Element d2 = g.optional(fmt::format("{}-exp2", name), {d});
+  const Element ep = g.optional(fmt::format("{}-exp", name), {g.bytes(e), sign, d, d2});
+  return g.add(name, {seq({ip, fp, ep})});
+}
+
 Element unbounded_number(Grammar& g, std::string_view name) {
   const Element d = g.bytes(ByteSet::range('0', '9'));
   const Element digits = g.star(fmt::format("{}-digits", name), {d});
@@ -391,15 +427,17 @@ Element unbounded_number(Grammar& g, std::string_view name) {
 Element number_grammar(Grammar& g, const NumberSpec& spec, std::string_view name) {
   const Element minus = g.optional(fmt::format("{}-minus", name), {g.byte('-')});
   if (!spec.lo && !spec.hi) {
-    const Element body = spec.integer ? integer_grammar(g, fmt::format("{}-integer", name))
-                                      : unbounded_number(g, fmt::format("{}-any", name));
+    const std::string n = fmt::format("{}-{}", name, spec.integer ? "integer" : "any");
+    const Element body = spec.canonical ? (spec.integer ? canonical_integer(g, n) : canonical_number(g, n))
+                                        : (spec.integer ? integer_grammar(g, n) : unbounded_number(g, n));
     return g.add(name, {{minus, body}});
   }
   std::vector<Sequence> alts;
   for (bool negative : {false, true}) {
     const MagnitudeBounds mb = magnitude_bounds(spec, negative);
     if (mb.empty) continue;
-    const Element m = RangeBuilder(g, mb, spec.integer, fmt::format("{}-{}", name, negative ? "neg" : "pos")).build();
+    const Element m =
+        RangeBuilder(g, mb, spec.integer, spec.canonical, fmt::format("{}-{}", name, negative ? "neg" : "pos")).build();
     if (negative)
       alts.push_back({g.byte('-'), m});
     else

@@ -38,7 +38,8 @@ struct NumberBound {
 
 struct NumberSpec {
   std::optional<NumberBound> lo, hi;
-  bool integer = false;  ///< only integral values
+  bool integer = false;    ///< only integral values
+  bool canonical = false;  ///< generation: integers as -?(0|[1-9][0-9]*) only, exponents of at most 2 digits
 };
 
 /** Tightens `spec` with a lower (or upper) bound. */

@@ -737,7 +737,9 @@ std::string bound_key(const std::optional<NumberBound>& b) {
                      b->exclusive ? " exclusive" : "");
 }
 
-Element Compiler::number_alt(const NumberSpec& spec) {
+Element Compiler::number_alt(const NumberSpec& in) {
+  NumberSpec spec = in;
+  spec.canonical = opts_.canonical_numbers;
   const std::string key = fmt::format("number {} {} {}", spec.integer, bound_key(spec.lo), bound_key(spec.hi));
   if (auto it = pieces_.find(key); it != pieces_.end()) return it->second;
   return pieces_.emplace(key, number_grammar(g_, spec, spec.integer ? "integer" : "number")).first->second;

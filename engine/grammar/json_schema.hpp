@@ -23,6 +23,11 @@ struct SchemaOptions {
   bool strict = true;
   /** Whitespace allowed between tokens: up to this many of space, \n, \t, \r per gap (0: compact). */
   int max_whitespace = 24;
+  /** Numbers as a generating model should write them: integers without ".0" or exponents, at most
+   *  15 digits before and after the point (exact as a double), exponents of at most two
+   *  digits (every value reads back as an int64 or a double). false: every JSON spelling of a valid
+   *  value that json_number.hpp covers (the test suite's "1.0 is an integer"). */
+  bool canonical_numbers = false;
 };
 
 /** Root: one JSON value valid under the schema (the JSON text of `schema`). */

@@ -9,7 +9,7 @@
 
 namespace kiln::grammar {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // parameters in the order the schema declares them
 
 std::optional<ToolSyntax> tool_syntax(std::string_view parser_name) {
   if (parser_name == "qwen3_coder") return ToolSyntax::qwen3_coder;
@@ -105,6 +105,7 @@ Element json_value(Grammar& g, const json& schema, const json& defs, const ToolC
   SchemaOptions so;
   so.strict = true;
   so.max_whitespace = o.max_whitespace;
+  so.canonical_numbers = true;  // the parsers read what JSON readers read
   return add_schema(g, s.dump(), so, name, where);
 }
 

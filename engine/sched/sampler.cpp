@@ -49,8 +49,17 @@ Sampled Sampler::sample(const float* logits, const uint64_t* allowed) {
   }
   const bool want_lp = p_.top_logprobs >= 0;
   const bool greedy = p_.temperature < 1e-5 || n_ == 1;  // a tinier temperature is greedy (and 1/T overflows)
-  // Sorted best first (ties: lower id first), as far as needed.
-  std::iota(order_.begin(), order_.end(), 0);
+  // Sorted best first (ties: lower id first), as far as needed; under a mask only the allowed
+  // tokens are candidates (a JSON state allows a few hundred of 150k: sorting them alone is cheap).
+  order_.resize(n_);
+  if (allowed) {
+    size_t k = 0;
+    for (size_t i = 0; i < n_; ++i)
+      if ((allowed[i >> 6] >> (i & 63)) & 1) order_[k++] = static_cast<int32_t>(i);
+    order_.resize(k);
+  } else {
+    std::iota(order_.begin(), order_.end(), 0);
+  }
   const auto better = [&](int32_t a, int32_t b) {
     const float xa = x[static_cast<size_t>(a)], xb = x[static_cast<size_t>(b)];
     return xa > xb || (xa == xb && a < b);
@@ -62,13 +71,13 @@ Sampled Sampler::sample(const float* logits, const uint64_t* allowed) {
     out.token = *std::min_element(order_.begin(), order_.end(), better);
   } else {
     const double inv_t = 1.0 / p_.temperature;
-    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n_) {
+    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < order_.size()) {
       keep = static_cast<size_t>(p_.top_k);
       std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(keep), order_.end(), better);
     } else {
       std::sort(order_.begin(), order_.end(), better);
     }
-    keep = std::min(keep, n_allowed);  // masked tokens sort last: never drawn
+    keep = std::min(keep, order_.size());
     prob.resize(keep);
     const double mx = x[static_cast<size_t>(order_[0])];
     double sum = 0;
@@ -117,7 +126,7 @@ Sampled Sampler::sample(const float* logits, const uint64_t* allowed) {
     for (size_t i = 0; i < n_; ++i) sum += std::exp(static_cast<double>(x[i]) - mx);
     const double lse = mx + std::log(sum);
     out.logprob = static_cast<float>(x[static_cast<size_t>(out.token)] - lse);
-    const size_t k = std::min(n_, static_cast<size_t>(p_.top_logprobs));
+    const size_t k = std::min(order_.size(), static_cast<size_t>(p_.top_logprobs));
     if (k) {
       std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k), order_.end(), better);
       for (size_t i = 0; i < k; ++i) {

@@ -12,7 +12,7 @@
 namespace kiln::serve {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // keeps the client's key order (schemas: declared property order)
 
 struct Refusal {
   ApiError e;

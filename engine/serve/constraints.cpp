@@ -35,6 +35,9 @@ ReasoningFrame reasoning_frame(std::string_view parser, std::string_view tail, i
     f.close = "<channel|>";
     f.inside = opened();
   }
+  // Thinking turned off and not opened by the prompt: the constrained output has no reasoning
+  // block (the parsers would still read one the model opened on its own; the grammar does not let it).
+  if (thinking == 0 && !f.inside) f = ReasoningFrame{};
   return f;
 }
 
@@ -58,6 +61,7 @@ Element body(Grammar& g, const ConstraintSpec& spec, std::string_view tool_parse
       grammar::SchemaOptions so;
       so.strict = spec.kind == Kind::json_schema && spec.strict;
       so.max_whitespace = kValueWhitespace;
+      so.canonical_numbers = true;
       const std::string text = spec.kind == Kind::json_object ? std::string(R"({"type": "object"})") : spec.text;
       const Element v = grammar::add_schema(g, text, so, "value");
       const Element ws = whitespace(g, kBodyWhitespace);

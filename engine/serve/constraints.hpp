@@ -42,7 +42,8 @@ struct ReasoningFrame {
 };
 
 /** The frame of a reasoning parser by name ("qwen3", "gemma4"), given the rendered prompt's end and
- *  the request's thinking flag (-1 template default, 0 off, 1 on), by the parser's own rules. */
+ *  the request's thinking flag (-1 template default, 0 off, 1 on), by the parser's own rules; with
+ *  thinking off (and no block opened by the prompt) there is none. */
 ReasoningFrame reasoning_frame(std::string_view parser, std::string_view prompt_tail, int thinking);
 
 /** The grammar of a whole output; throws grammar::GrammarError. */

@@ -306,6 +306,39 @@ void parse_tool_choice(json& body, const json* tools, GenRequest& r) {
   set_constraint(r, std::move(c));
 }
 
+/**
+ * The schemas as the client wrote them. `json` sorts object keys, but a constrained object's keys
+ * come in the order its `properties` declare them (as OpenAI generates them): the schema texts are
+ * taken again from the body parsed with its order kept.
+ */
+void keep_declared_order(std::string_view text, ConstraintSpec& c) {
+  using ordered = nlohmann::ordered_json;
+  const ordered body = ordered::parse(text);
+  const auto at = [&](std::initializer_list<const char*> path) -> const ordered* {
+    const ordered* v = &body;
+    for (const char* k : path) {
+      if (!v->is_object() || !v->contains(k)) return nullptr;
+      v = &(*v)[k];
+    }
+    return v;
+  };
+  if (c.kind == ConstraintSpec::Kind::json_schema) {
+    const ordered* s = at({"response_format", "json_schema", "schema"});
+    for (const char* f : {"json_schema", "guided_json"})
+      if (c.param == f) s = at({f});
+    if (s && s->is_string()) s = nullptr;  // given as text: already in the client's order
+    if (s) c.text = s->dump();
+  } else if (c.kind == ConstraintSpec::Kind::tools) {
+    const ordered* tools = at({"tools"});
+    if (!tools || !tools->is_array()) return;
+    for (grammar::ToolSpec& t : c.tools)
+      for (const ordered& x : *tools)
+        if (x.contains("function") && x["function"].value("name", "") == t.name && x["function"].contains("parameters") &&
+            !x["function"]["parameters"].is_null())
+          t.parameters = x["function"]["parameters"].dump();
+  }
+}
+
 void parse_chat(json& body, GenRequest& r, const ServerConfig::Limits& lim) {
   const json* msgs = field(body, "messages");
   if (!msgs) bad("messages", "'messages' is required");
@@ -478,6 +511,7 @@ std::optional<ApiRequest> parse_request(std::string_view text, bool chat, const 
       parse_chat(body, *r, limits);
     else
       parse_prompt(body, *r);
+    if (!r->constraint.empty()) keep_declared_order(text, r->constraint);
     out.gen = std::move(r);
     return out;
   } catch (const Bad& b) {

@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <optional>
+#include <thread>
 #include <random>
 
 #include "grammar/matcher.hpp"
@@ -320,6 +322,64 @@ TEST(TextRules, ExcludingAndUntilAgreeWithSubstringSearch) {
     const size_t at = s.find("abab");
     ASSERT_EQ(runtil.accepts(s), at != std::string::npos && at + 4 == s.size()) << s;
   }
+}
+
+}  // namespace
+}  // namespace kiln::grammar
+
+namespace kiln::grammar {
+namespace {
+
+// One compiled grammar, its mask cache shared by matchers on several threads (as requests on the
+// engine's parallel sampling stage share it): every thread's masks equal a lone matcher's.
+TEST(Matcher, ThreadsSharingOneGrammarGetTheMasksOfALoneMatcher) {
+  auto tokens = abc_tokens();
+  std::mt19937 rng(5);
+  Grammar g;
+  do {
+    g = random_grammar(rng);
+    try {
+      Matcher probe(std::make_shared<const CompiledGrammar>(g, tokens));
+      break;
+    } catch (const GrammarError&) {
+    }
+  } while (true);
+  // The walks each thread takes, and the masks a lone matcher gives along them.
+  auto lone = std::make_shared<const CompiledGrammar>(g, tokens);
+  std::vector<std::vector<int32_t>> walks(4);
+  std::vector<std::vector<std::vector<uint64_t>>> want(4);
+  for (size_t t = 0; t < walks.size(); ++t) {
+    Matcher m(lone);
+    std::mt19937 r(static_cast<unsigned>(t));
+    for (int step = 0; step < 30; ++step) {
+      std::vector<uint64_t> mask(tokens->mask_words());
+      m.fill_mask(mask.data());
+      want[t].push_back(mask);
+      std::vector<int32_t> ok;
+      for (size_t id = 0; id < tokens->vocab(); ++id)
+        if (bit(mask, id) && !tokens->is_stop(static_cast<int32_t>(id))) ok.push_back(static_cast<int32_t>(id));
+      if (ok.empty()) break;
+      walks[t].push_back(ok[r() % ok.size()]);
+      ASSERT_TRUE(m.accept_token(walks[t].back()));
+    }
+  }
+  auto shared = std::make_shared<const CompiledGrammar>(g, tokens, 4096);  // small: eviction under contention
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (size_t t = 0; t < walks.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) {
+        Matcher m(shared);
+        std::vector<uint64_t> mask(tokens->mask_words());
+        for (size_t k = 0; k < want[t].size(); ++k) {
+          m.fill_mask(mask.data());
+          if (mask != want[t][k]) ++mismatches;
+          if (k < walks[t].size() && !m.accept_token(walks[t][k])) ++mismatches;
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace

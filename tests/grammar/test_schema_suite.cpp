@@ -3,11 +3,7 @@
 // combination), and every instance's JSON text is in the grammar's language exactly when the
 // suite says it is valid.
 //
-// The grammar writes object properties in one fixed order (the schema's), while the suite's
-// instances are unordered objects. So an instance counts as accepted when some order of its keys
-// is accepted (all orders are tried, nested objects included, up to kMaxOrders): a valid
-// instance must have an accepted order, an invalid one none. Each instance is checked in three
-// spellings: minified, with a space after ',' and ':', and pretty-printed with indent 2.
+// Key orders and spellings: see schema_suite.hpp (the harness shared with test_schema_matcher.cpp).
 //
 // Then what the suite does not cover: exact numeric ranges (checked against decimal comparison
 // on many texts), integer spellings, string lengths and escapes, key exclusion, strict mode,
@@ -27,124 +23,21 @@
 #include "grammar/json_number.hpp"
 #include "grammar/json_schema.hpp"
 #include "grammar/recognizer.hpp"
+#include "grammar/schema_suite.hpp"
 
 namespace kiln::grammar {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using test::Json;
+using test::kMaxOrders;
+using test::kStyles;
+using test::key_orders;
+using test::Style;
+using test::suite_options;
 namespace fs = std::filesystem;
 
-// The one place the harness asks whether a grammar accepts a text (to be swapped for the matcher).
+// The one place the harness asks whether a grammar accepts a text (test_schema_matcher.cpp asks the matcher).
 bool grammar_accepts(const Grammar& g, const std::string& text) { return test::Recognizer(g).accepts(text); }
-
-const fs::path kSuite = fs::path(KILN_TEST_SOURCE_DIR "/../shared/fixtures/json-schema-test-suite/tests/draft2020-12");
-
-// Files whose subject conflicts with what the grammar engine asserts, with the reason.
-const std::map<std::string, std::string> kSkipped = {
-    {"format.json", "format is only an annotation in this file; the engine asserts formats (optional/format/*.json)"},
-    {"vocabulary.json", "needs a custom metaschema that disables vocabularies"},
-};
-const std::vector<std::string> kFormatFiles = {"date-time.json", "date.json", "time.json", "uuid.json",
-                                               "email.json",     "ipv4.json", "ipv6.json"};
-
-constexpr size_t kMaxOrders = 5000;
-
-// Every key order of `v` (recursively), up to `limit` variants.
-std::vector<Json> key_orders(const Json& v, size_t limit) {
-  if (v.is_array()) {
-    std::vector<Json> out = {Json::array()};
-    for (const Json& e : v) {
-      std::vector<Json> next;
-      for (const Json& sub : key_orders(e, limit))
-        for (const Json& prefix : out) {
-          if (next.size() >= limit) break;
-          Json a = prefix;
-          a.push_back(sub);
-          next.push_back(std::move(a));
-        }
-      out = std::move(next);
-    }
-    return out;
-  }
-  if (!v.is_object()) return {v};
-  std::vector<std::string> keys;
-  for (auto& [k, e] : v.items()) keys.push_back(k);
-  std::sort(keys.begin(), keys.end());
-  std::vector<Json> out;
-  do {
-    std::vector<Json> partial = {Json::object()};
-    for (const std::string& k : keys) {
-      std::vector<Json> next;
-      for (const Json& sub : key_orders(v[k], limit))
-        for (const Json& prefix : partial) {
-          if (next.size() >= limit) break;
-          Json o = prefix;
-          o[k] = sub;
-          next.push_back(std::move(o));
-        }
-      partial = std::move(next);
-    }
-    for (Json& o : partial)
-      if (out.size() < limit) out.push_back(std::move(o));
-  } while (out.size() < limit && std::next_permutation(keys.begin(), keys.end()));
-  return out;
-}
-
-std::string spaced(const Json& v) {
-  if (v.is_object()) {
-    std::string s = "{";
-    for (auto& [k, e] : v.items()) s += (s.size() > 1 ? ", " : "") + Json(k).dump() + ": " + spaced(e);
-    return s + "}";
-  }
-  if (v.is_array()) {
-    std::string s = "[";
-    for (const Json& e : v) s += (s.size() > 1 ? ", " : "") + spaced(e);
-    return s + "]";
-  }
-  return v.dump();
-}
-
-struct Style {
-  const char* name;
-  std::string (*write)(const Json&);
-};
-const Style kStyles[] = {{"minified", [](const Json& v) { return v.dump(); }},
-                         {"spaced", [](const Json& v) { return spaced(v); }},
-                         {"pretty", [](const Json& v) { return v.dump(2); }}};
-
-bool accepts_some_order(const Grammar& g, const std::vector<Json>& orders, const Style& style, std::string* first) {
-  for (const Json& o : orders) {
-    const std::string text = style.write(o);
-    if (first && first->empty()) *first = text;
-    if (grammar_accepts(g, text)) {
-      if (first) *first = text;
-      return true;
-    }
-  }
-  return false;
-}
-
-SchemaOptions suite_options() {
-  SchemaOptions o;
-  o.strict = false;  // the suite means plain JSON Schema: additional properties allowed
-  return o;
-}
-
-// An invalid instance accepted because oneOf is compiled as anyOf: two branches accept it.
-bool oneof_overlap(const Json& schema, const Json& instance) {
-  if (!schema.is_object() || !schema.contains("oneOf")) return false;
-  int accepting = 0;
-  for (const Json& branch : schema["oneOf"]) {
-    Json s = schema;
-    s["oneOf"] = Json::array({branch});
-    try {
-      const Grammar g = schema_to_grammar(s.dump(), suite_options());
-      if (accepts_some_order(g, key_orders(instance, kMaxOrders), kStyles[0], nullptr)) ++accepting;
-    } catch (const GrammarError&) {
-    }
-  }
-  return accepting >= 2;
-}
 
 std::string refusal_bucket(const GrammarError& e) {
   const std::string m = e.what();
@@ -167,9 +60,7 @@ void run_group(const std::string& file, const Json& group, Summary& sum) {
     g = schema_to_grammar(group["schema"].dump(), suite_options());
   } catch (const GrammarError& e) {
     // An unsatisfiable schema is refused as such: right when the suite expects every instance invalid.
-    const bool none_valid = std::none_of(group["tests"].begin(), group["tests"].end(),
-                                         [](const Json& t) { return t["valid"].get<bool>(); });
-    if (std::string(e.what()).find("accepts no JSON value") != std::string::npos && none_valid) {
+    if (test::refused_as_empty(e, group)) {
       ++sum.compiled;
       ++sum.empty;
       sum.instances += static_cast<int>(group["tests"].size());
@@ -187,12 +78,14 @@ void run_group(const std::string& file, const Json& group, Summary& sum) {
     for (const Style& style : kStyles) {
       ++sum.checks;
       std::string text;
-      const bool accepted = accepts_some_order(g, orders, style, &text);
+      const bool accepted = test::accepts_some_order(orders, style, &text, [&](const std::string& t) {
+        return grammar_accepts(g, t);
+      });
       if (accepted == valid) continue;
       const std::string line = fmt::format("{} | {} | {} | {} | false {} | {}", file, group["description"].get<std::string>(),
                                            test["description"].get<std::string>(), style.name,
                                            accepted ? "accept" : "reject", text);
-      if (accepted && oneof_overlap(group["schema"], test["data"])) {
+      if (accepted && test::oneof_overlap(group["schema"], test["data"], grammar_accepts)) {
         ++sum.oneof_divergences;
         sum.divergences.push_back(line);
         break;  // the same reason for every spelling
@@ -202,29 +95,19 @@ void run_group(const std::string& file, const Json& group, Summary& sum) {
   }
 }
 
-void run_file(const fs::path& path, const std::string& label, Summary& sum) {
-  std::ifstream in(path);
-  const Json groups = Json::parse(in);
+void run_file(const test::SuiteFile& file, Summary& sum) {
+  const Json groups = test::read_suite_file(file.path);
   ++sum.files;
-  for (const Json& group : groups) run_group(label, group, sum);
+  for (const Json& group : groups) run_group(file.label, group, sum);
 }
 
 TEST(SchemaSuite, Draft2020_12) {
-  if (!fs::is_directory(kSuite)) GTEST_SKIP() << "JSON-Schema-Test-Suite not found at " << kSuite;
+  if (!fs::is_directory(test::kSuite)) GTEST_SKIP() << "JSON-Schema-Test-Suite not found at " << test::kSuite;
   Summary sum;
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(kSuite))
-    if (entry.path().extension() == ".json") files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
-  for (const fs::path& f : files) {
-    const std::string name = f.filename().string();
-    if (auto it = kSkipped.find(name); it != kSkipped.end()) {
-      fmt::print("skipped {}: {}\n", name, it->second);
-      continue;
-    }
-    run_file(f, name, sum);
-  }
-  for (const std::string& name : kFormatFiles) run_file(kSuite / "optional" / "format" / name, "optional/format/" + name, sum);
+  std::vector<std::string> skipped;
+  const std::vector<test::SuiteFile> files = test::suite_files(&skipped);
+  for (const std::string& line : skipped) fmt::print("{}\n", line);
+  for (const test::SuiteFile& f : files) run_file(f, sum);
 
   fmt::print("files {}, groups {}: compiled {} ({} refused as unsatisfiable, all their instances invalid), refused {}; "
              "instances {} ({} checks)\n",
