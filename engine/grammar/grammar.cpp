@@ -79,6 +79,7 @@ Element Grammar::optional(std::string_view name, Sequence s) {
 }
 
 Element Grammar::star(std::string_view name, Sequence s) {
+  if (s.empty()) throw GrammarError(fmt::format("'{}': repeating nothing matches nothing more", name));
   const uint32_t id = rule(fmt::format("{}-star", name));
   Sequence body = std::move(s);
   body.push_back(ref(id));  // recursion last: constant stack depth in the matcher
@@ -184,7 +185,9 @@ void Grammar::validate() const {
   }
 }
 
-uint32_t Grammar::import(const Grammar& other) {
+uint32_t Grammar::import(const Grammar& source) {
+  const Grammar copy = &source == this ? source : Grammar();  // importing itself: from a snapshot
+  const Grammar& other = &source == this ? copy : source;
   const auto base = static_cast<uint32_t>(rules.size());
   std::vector<uint32_t> set_map(other.sets.size());
   for (size_t i = 0; i < other.sets.size(); ++i) set_map[i] = bytes(other.sets[i]).index;

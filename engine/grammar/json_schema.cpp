@@ -874,6 +874,12 @@ Element Compiler::literal_value(const Json& v) {
       const Decimal d = parse_decimal(v.dump());
       spec.lo = NumberBound{d, false};
       spec.hi = NumberBound{d, false};
+      // Generation writes the value plainly (an integral value without a fraction); matching
+      // takes every spelling a serializer writes, scientific included.
+      if (opts_.canonical_numbers) {
+        spec.integer = d.is_integral();
+        return g_.add("const-number", {{number_alt(spec)}});
+      }
       return g_.add("const-number", {{number_alt(spec)}, {scientific_grammar(g_, d)}});
     }
     case Json::value_t::object: {

@@ -86,13 +86,15 @@ struct Matcher::State {
     std::vector<uint32_t> nodes;  // sorted
     bool accept = false;
     ByteSet first;  // bytes some stack accepts
-    std::unique_ptr<std::array<int32_t, 256>> next;
   };
 
   const CompiledGrammar::Impl& c;
   std::vector<Node> nodes{{0, 0}};  // 0: ROOT
   std::unordered_map<uint64_t, uint32_t> node_ids;
   std::vector<Set> sets;
+  // Transitions of every state, 256 per state in one array: kUnknown until computed, kDead from the
+  // start for the bytes no stack accepts (the trie walk then needs one load per node).
+  std::vector<int32_t> next;
   std::unordered_map<std::string, int32_t> set_ids;
   std::vector<int32_t> history;  // states after each accepted token; front: the start
   std::vector<uint8_t> ended;    // per history entry: a stop token ended the match there
@@ -142,6 +144,10 @@ struct Matcher::State {
       s.nodes = out;
       s.accept = accept;
       for (uint32_t n : s.nodes) s.first.add(c.g.sets[c.flat[nodes[n].pos].index]);
+      const size_t base = next.size();
+      next.resize(base + 256, kDead);
+      for (int b = 0; b < 256; ++b)
+        if (s.first.has(static_cast<uint8_t>(b))) next[base + static_cast<size_t>(b)] = kUnknown;
       sets.push_back(std::move(s));
     }
     return it->second;
@@ -156,25 +162,19 @@ struct Matcher::State {
   }
 
   int32_t advance(int32_t from, uint8_t byte) {
-    Set& s = sets[static_cast<size_t>(from)];
-    if (!s.first.has(byte)) return kDead;
-    if (!s.next) {
-      s.next = std::make_unique<std::array<int32_t, 256>>();
-      s.next->fill(kUnknown);
-    }
-    int32_t& slot = (*s.next)[byte];
-    if (slot != kUnknown) return slot;
+    const size_t slot = static_cast<size_t>(from) * 256 + byte;
+    if (next[slot] != kUnknown) return next[slot];
     out.clear();
     seen.clear();
     accept = false;
-    // Copy: interning below may grow `sets` and move `s`.
-    const std::vector<uint32_t> stacks = s.nodes;
+    // Copy: interning below may grow `sets` and `next`.
+    const std::vector<uint32_t> stacks = sets[static_cast<size_t>(from)].nodes;
     for (uint32_t n : stacks) {
       const Node nd = nodes[n];
       if (c.g.sets[c.flat[nd.pos].index].has(byte)) close(nd.pos + 1, nd.parent);
     }
     const int32_t to = intern();
-    (*sets[static_cast<size_t>(from)].next)[byte] = to;
+    next[slot] = to;
     return to;
   }
 
@@ -197,16 +197,17 @@ struct Matcher::State {
     const TokenTable& t = *c.tokens;
     std::memset(mask, 0, t.mask_words() * sizeof(uint64_t));
     const auto& trie = t.trie();
-    walk.assign(1, from);
+    walk.resize(t.max_depth() + 1);
+    walk[0] = from;
     for (size_t i = 0; i < trie.size();) {
       const TokenTable::Node& n = trie[i];
-      walk.resize(n.depth);
-      const int32_t s = advance(walk[n.depth - 1u], n.byte);
+      const size_t slot = static_cast<size_t>(walk[n.depth - 1u]) * 256 + n.byte;
+      const int32_t s = next[slot] != kUnknown ? next[slot] : advance(walk[n.depth - 1u], n.byte);
       if (s == kDead) {
         i = n.end;
         continue;
       }
-      walk.push_back(s);
+      walk[n.depth] = s;
       if (n.token >= 0) mask[n.token >> 6] |= uint64_t{1} << (n.token & 63);
       ++i;
     }

@@ -44,6 +44,7 @@ TokenTable::TokenTable(std::vector<std::string> bytes, std::vector<int32_t> stop
       trie_.push_back({0, -1, static_cast<uint16_t>(d + 1), static_cast<uint8_t>(t[d])});
     }
     trie_[open.back()].token = id;
+    max_depth_ = std::max(max_depth_, t.size());
     prev = &t;
     prev_id = id;
   }

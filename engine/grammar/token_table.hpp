@@ -41,6 +41,8 @@ class TokenTable {
   size_t vocab() const { return bytes_.size(); }
   size_t mask_words() const { return (bytes_.size() + 63) / 64; }
   const std::vector<Node>& trie() const { return trie_; }
+  /** The longest token's length in bytes (the trie's depth). */
+  size_t max_depth() const { return max_depth_; }
   /** Tokens with the same bytes as the one a node names (rare: duplicates in a vocabulary). */
   const std::vector<std::pair<int32_t, int32_t>>& duplicates() const { return dups_; }
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
@@ -51,6 +53,7 @@ class TokenTable {
   std::vector<std::string> bytes_;
   std::vector<int32_t> stops_;
   std::vector<Node> trie_;
+  size_t max_depth_ = 0;
   std::vector<std::pair<int32_t, int32_t>> dups_;  ///< (token in trie, duplicate)
 };
 

@@ -26,6 +26,7 @@
 
 #include "grammar/json_schema.hpp"
 #include "grammar/matcher.hpp"
+#include "grammar/recognizer.hpp"
 #include "grammar/schema_validator.hpp"
 #include "grammar/token_table.hpp"
 #include "sched/sampler.hpp"
@@ -373,10 +374,10 @@ struct Stats {
 
 std::string show(const std::string& s) { return nlohmann::json(s).dump(); }
 
-// The grammar of an unbounded number allows any exponent ("6.9E7923" is JSON), which nlohmann::json
-// refuses to parse (out of double range). Exponents past 200 become 200 before validating (leaving
-// room for a long mantissa): the schemas' bounds and constants are small, so a number that large
-// validates the same either way. Returns how many exponents were clamped.
+// Without canonical_numbers an unbounded number may have any exponent ("6.9E7923" is JSON), which
+// nlohmann::json refuses to parse (out of double range). Exponents past 200 become 200 before
+// validating (leaving room for a long mantissa): the schemas' bounds and constants are small, so a
+// number that large validates the same either way. Returns how many exponents were clamped.
 int clamp_exponents(std::string& text) {
   int clamped = 0;
   bool in_string = false;
@@ -410,14 +411,62 @@ int clamp_exponents(std::string& text) {
   return clamped;
 }
 
+// What SchemaOptions::canonical_numbers promises of every number in the text: at most 15 digits
+// before and after the point and an exponent of at most two digits. "" when it holds.
+std::string canonical_violation(const std::string& text) {
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      continue;
+    }
+    if (c != '-' && (c < '0' || c > '9')) continue;
+    size_t j = i + (c == '-');
+    const auto digits = [&] {
+      const size_t from = j;
+      while (j < text.size() && text[j] >= '0' && text[j] <= '9') ++j;
+      return j - from;
+    };
+    const size_t int_digits = digits();
+    size_t frac_digits = 0, exp_digits = 0;
+    if (j < text.size() && text[j] == '.') {
+      ++j;
+      frac_digits = digits();
+    }
+    if (j < text.size() && (text[j] == 'e' || text[j] == 'E')) {
+      ++j;
+      if (j < text.size() && (text[j] == '+' || text[j] == '-')) ++j;
+      exp_digits = digits();
+    }
+    if (int_digits > 15 || frac_digits > 15 || exp_digits > 2)
+      return "canonical_numbers wrote " + text.substr(i, j - i);
+    i = j - 1;
+  }
+  return "";
+}
+
 void run_schema(const Json& schema, const Vocab& v, int seeds, uint64_t seed0, Logits& logits, Stats& st) {
   ++st.schemas;
-  SchemaOptions opts;
-  opts.strict = true;
-  opts.max_whitespace = 4;
-  std::shared_ptr<const CompiledGrammar> cg;
+  // Both number modes: every JSON spelling (the default) and canonical_numbers (what serving uses),
+  // alternating over seeds and schemas.
+  std::shared_ptr<const CompiledGrammar> cg[2];
   try {
-    cg = std::make_shared<const CompiledGrammar>(schema_to_grammar(schema.dump(), opts), v.table);
+    for (int canonical = 0; canonical < 2; ++canonical) {
+      SchemaOptions opts;
+      opts.strict = true;
+      opts.max_whitespace = 4;
+      opts.canonical_numbers = canonical;
+      cg[canonical] = std::make_shared<const CompiledGrammar>(schema_to_grammar(schema.dump(), opts), v.table);
+    }
   } catch (const GrammarError& e) {
     ++st.refused;
     st.failures.push_back(fmt::format("refused: {}\n  schema: {}", e.what(), schema.dump()));
@@ -426,7 +475,8 @@ void run_schema(const Json& schema, const Vocab& v, int seeds, uint64_t seed0, L
   const SchemaValidator validator(nlohmann::json::parse(schema.dump()), {.strict = true});
   std::vector<uint64_t> mask(v.table->mask_words());
   for (int k = 0; k < seeds; ++k) {
-    Matcher m(cg);
+    const bool canonical = (seed0 + static_cast<uint64_t>(k)) % 2;
+    Matcher m(cg[canonical]);
     sched::SamplingParams p;
     p.temperature = 1;
     // top_k keeps each step O(vocab): at top_k 0 the sampler sorts every allowed token (~100k inside
@@ -474,15 +524,16 @@ void run_schema(const Json& schema, const Vocab& v, int seeds, uint64_t seed0, L
       try {
         std::string parsed = text;
         if (clamp_exponents(parsed)) ++st.huge_exponents;
+        if (canonical) error = canonical_violation(text);
         const nlohmann::json doc = nlohmann::json::parse(parsed);
-        if (!validator.valid(doc)) error = "invalid: " + validator.explain(doc);
+        if (error.empty() && !validator.valid(doc)) error = "invalid: " + validator.explain(doc);
       } catch (const nlohmann::json::exception& e) {
         error = fmt::format("not JSON: {}", e.what());
       }
     }
     if (!error.empty())
-      st.failures.push_back(fmt::format("{} (seed {})\n  schema: {}\n  text:   {}", error, p.seed, schema.dump(),
-                                        show(text)));
+      st.failures.push_back(fmt::format("{} (seed {}{})\n  schema: {}\n  text:   {}", error, p.seed,
+                                        canonical ? ", canonical_numbers" : "", schema.dump(), show(text)));
   }
 }
 
@@ -512,6 +563,31 @@ void run(const char* label, const Vocab& v, int n_schemas, int seeds, Stats& st)
   EXPECT_EQ(st.refused, 0);
   EXPECT_EQ(st.decode_mismatches, 0) << "the detokenized text differs from the bytes the grammar matched";
   EXPECT_LT(st.capped * 50, st.docs) << "more than 2% of documents hit the token cap";
+}
+
+// Found by the random run (e.g. Qwen3 seed 243002 wrote "-0E+9961456" for {"enum":[0,...]}, seed
+// 2829002 "1e+00000003" for {"enum":[1000.0,null]}): under canonical_numbers the numbers of enum and
+// const keep exponents of any length ("exponents of at most two digits" is the promise): leading
+// zeros anywhere, and for a zero any exponent at all.
+TEST(RandomOutputs, CanonicalNumbersBoundEnumAndConstExponents) {
+  SchemaOptions opts;
+  opts.canonical_numbers = true;
+  const struct {
+    const char* schema;
+    const char* canonical;
+    std::vector<const char*> refused;
+  } cases[] = {
+      {R"({"enum":[0]})", "0", {"0e100", "0e-999", "-0E+9961456"}},
+      {R"({"const":0})", "0", {"0e100", "0.00E7486"}},
+      {R"({"enum":["a",7]})", "7", {"7e-000", "7E-0000"}},
+      {R"({"const":1000})", "1000", {"1e0000003", "1e+00000003"}},
+      {R"({"const":-0.125})", "-0.125", {"-1.25e-00000001", "-1.250E-0001"}},
+  };
+  for (const auto& c : cases) {
+    const Grammar g = schema_to_grammar(c.schema, opts);
+    EXPECT_TRUE(test::Recognizer(g).accepts(c.canonical)) << c.schema;
+    for (const char* t : c.refused) EXPECT_FALSE(test::Recognizer(g).accepts(t)) << c.schema << " accepts " << t;
+  }
 }
 
 TEST(RandomOutputs, Qwen3RandomWeightsAlwaysValid) {

@@ -4,7 +4,12 @@
 
 #include <algorithm>
 #include <random>
+// GCC 12 with sanitizers reports a false maybe-uninitialized inside <regex> (std::function in its
+// NFA states), which -Werror turns into a failed build.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <regex>
+#pragma GCC diagnostic pop
 #include <string>
 #include <vector>
 
@@ -102,7 +107,7 @@ std::vector<std::string> test_strings(std::mt19937& rng) {
       for (char c : kAlphabet) out.push_back(out[i] + c);
     begin = end;
   }
-  std::uniform_int_distribution<int> length(4, 10), letter(0, static_cast<int>(kAlphabet.size()) - 1);
+  std::uniform_int_distribution<int> length(4, 8), letter(0, static_cast<int>(kAlphabet.size()) - 1);
   for (int k = 0; k < 30; ++k) {
     std::string s;
     for (int n = length(rng); n > 0; --n) s += kAlphabet[letter(rng)];
@@ -153,6 +158,13 @@ class Sampler {
   std::mt19937& rng_;
 };
 
+// The alphabet's texts as written inside a JSON string.
+std::string json_escaped(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  return out;
+}
+
 void differential(bool search_mode, uint32_t seed, int patterns) {
   PatternGen gen(seed);
   std::mt19937 rng(seed + 1);
@@ -165,12 +177,18 @@ void differential(bool search_mode, uint32_t seed, int patterns) {
     ASSERT_NO_THROW(g.root = compile_regex(g, pattern, {.json_string = false, .search = search_mode}).index);
     ASSERT_NO_THROW(g.validate());
     Recognizer rec(g);
+    // The same pattern in JSON string mode must accept exactly the JSON-escaped texts.
+    Grammar gj;
+    ASSERT_NO_THROW(gj.root = compile_regex(gj, pattern, {.json_string = true, .search = search_mode}).index);
+    ASSERT_NO_THROW(gj.validate());
+    Recognizer rec_json(gj);
     std::vector<std::string> texts = test_strings(rng);
     for (int k = 0; k < 20; ++k)
       if (std::string t; Sampler(g, rng).sample(g.root, 0, t) && t.size() <= 8) texts.push_back(t);
     for (const std::string& s : texts) {
       const bool want = search_mode ? std::regex_search(s, re) : std::regex_match(s, re);
       ASSERT_EQ(rec.accepts(s), want) << "text: \"" << s << '"';
+      ASSERT_EQ(rec_json.accepts(json_escaped(s)), want) << "JSON text: \"" << json_escaped(s) << '"';
       matches += want;
       ++checks;
     }
@@ -181,10 +199,10 @@ void differential(bool search_mode, uint32_t seed, int patterns) {
 }
 
 TEST(Regex, MatchesLikeStdRegex) {
-  differential(false, 1234, 400);
+  differential(false, 1234, 300);
 }
 TEST(Regex, SearchesLikeStdRegex) {
-  differential(true, 5678, 400);
+  differential(true, 5678, 300);
 }
 
 // ---------------------------------------------------------------------------------------------
