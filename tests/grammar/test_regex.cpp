@@ -6,10 +6,14 @@
 #include <random>
 // GCC 12 with sanitizers reports a false maybe-uninitialized inside <regex> (std::function in its
 // NFA states), which -Werror turns into a failed build.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <regex>
 #pragma GCC diagnostic pop
+#else
+#include <regex>
+#endif
 #include <string>
 #include <vector>
 
