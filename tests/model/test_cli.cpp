@@ -6,6 +6,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+
 #include "fixtures.hpp"
 #include "gemma4_checkpoint.hpp"
 #include "llama_helpers.hpp"
@@ -141,4 +143,32 @@ TEST(Cli, GenerateChatRunsATinyQwen35WithItsTokenizerAndTemplate) {
   // control tokens as single ids, no BOS (Qwen adds none).
   EXPECT_NE(out.find("prompt 11 tokens"), std::string::npos) << out;
   EXPECT_NE(out.find("generated 5 tokens"), std::string::npos) << out;
+}
+
+// kiln grammar: what the server would compile for a schema, its EBNF, and a text checked through the
+// matcher; an unsupported keyword is an error naming its place.
+TEST(Cli, GrammarCompilesPrintsAndChecksASchema) {
+  kiln::test::TempDir dir;
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name, std::ios::binary) << text;
+    return dir / name;
+  };
+  const std::string schema = write("s.json", R"({"type": "object", "properties": {"n": {"type": "integer",
+    "minimum": 1, "maximum": 12}}, "required": ["n"]})");
+  int status = 0;
+  const std::string ebnf = run("grammar --schema " + schema, &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(ebnf.rfind("root ::= ", 0), 0u) << ebnf;
+  const std::string ok = run("grammar --quiet --schema " + schema + " --check " + write("ok", R"({"n": 12})"), &status, true);
+  EXPECT_EQ(status, 0) << ok;
+  EXPECT_NE(ok.find("accepted"), std::string::npos) << ok;
+  const std::string no = run("grammar --quiet --schema " + schema + " --check " + write("no", R"({"n": 13})"), &status, true);
+  EXPECT_NE(status, 0) << no;
+  EXPECT_NE(no.find("rejected: byte 7"), std::string::npos) << no;
+  // The printed grammar reads back as EBNF with the same verdicts.
+  const std::string again = run("grammar --quiet --ebnf " + write("g.ebnf", ebnf) + " --check " + dir.str() + "/ok", &status, true);
+  EXPECT_EQ(status, 0) << again;
+  const std::string bad = run("grammar --schema " + write("bad.json", R"({"properties": {"a": {"not": {}}}})"), &status, true);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(bad.find("/properties/a/not"), std::string::npos) << bad;
 }
