@@ -21,6 +21,13 @@ std::string Grammar::unique_name(std::string_view name) {
 }
 
 uint32_t Grammar::rule(std::string_view name) {
+  // A bound on what one request can make the server build (several long maxLength strings, a
+  // regex of counted repeats): each rule costs ~100 bytes here and again once flattened.
+  constexpr size_t kMaxRules = 250000;
+  if (rules.size() >= kMaxRules)
+    throw GrammarError(fmt::format("the grammar would need more than {} rules (long counted repetitions such as "
+                                   "maxLength, maxItems or {{n,m}} add one per count); ask for smaller counts",
+                                   kMaxRules));
   const auto id = static_cast<uint32_t>(rules.size());
   Rule r;
   r.name = unique_name(name);
@@ -214,12 +221,13 @@ namespace {
 // a full transition table (Aho-Corasick). A state is final when a marker ends there.
 struct MarkerAutomaton {
   std::vector<std::array<int32_t, 256>> next;
-  std::vector<char> final;
-  explicit MarkerAutomaton(const std::vector<std::string>& markers) {
+  std::vector<char> final;  // 0: no marker ends here; 1: marker 0 (a terminator); 2: another one
+  MarkerAutomaton(const std::vector<std::string>& markers, bool first_terminates) {
     next.push_back({});
     next[0].fill(-1);
     final.push_back(0);
-    for (const std::string& m : markers) {
+    for (size_t mi = 0; mi < markers.size(); ++mi) {
+      const std::string& m = markers[mi];
       if (m.empty()) throw GrammarError("an empty marker cannot be excluded from text");
       int32_t s = 0;
       for (unsigned char c : m) {
@@ -231,9 +239,11 @@ struct MarkerAutomaton {
         }
         s = next[static_cast<size_t>(s)][c];
       }
-      final[static_cast<size_t>(s)] = 1;
+      final[static_cast<size_t>(s)] =
+          std::max<char>(final[static_cast<size_t>(s)], mi == 0 && first_terminates ? 1 : 2);
     }
-    // Breadth-first: fill missing transitions through the failure link.
+    // Breadth-first: fill missing transitions through the failure link; a state where a longer
+    // marker's suffix completes another marker is final for it too (the other markers win).
     std::vector<int32_t> fail(next.size(), 0), queue;
     for (int c = 0; c < 256; ++c) {
       int32_t& t = next[0][static_cast<size_t>(c)];
@@ -242,7 +252,8 @@ struct MarkerAutomaton {
     }
     for (size_t qi = 0; qi < queue.size(); ++qi) {
       const int32_t s = queue[qi];
-      if (final[static_cast<size_t>(fail[static_cast<size_t>(s)])]) final[static_cast<size_t>(s)] = 1;
+      char& f = final[static_cast<size_t>(s)];
+      f = std::max(f, final[static_cast<size_t>(fail[static_cast<size_t>(s)])]);
       for (int c = 0; c < 256; ++c) {
         int32_t& t = next[static_cast<size_t>(s)][static_cast<size_t>(c)];
         const int32_t via = next[static_cast<size_t>(fail[static_cast<size_t>(s)])][static_cast<size_t>(c)];
@@ -258,8 +269,8 @@ struct MarkerAutomaton {
 };
 
 // One rule per non-final state: for each target state the bytes leading there, then the target's
-// rule (or the end, for `until` when the target is final). `until`: the text must reach a final
-// state and stops there; otherwise final states are never entered and every state may end.
+// rule. `until`: reaching the terminator (marker 0) ends the text, and no state may end otherwise;
+// else every state may end. Other markers' final states are never entered.
 Element marker_rules(Grammar& g, std::string_view name, const MarkerAutomaton& a, bool until) {
   std::vector<uint32_t> ids(a.next.size(), UINT32_MAX);
   for (size_t s = 0; s < a.next.size(); ++s)
@@ -271,11 +282,8 @@ Element marker_rules(Grammar& g, std::string_view name, const MarkerAutomaton& a
     std::vector<Sequence> alts;
     for (size_t t = 0; t < to.size(); ++t) {
       if (to[t].empty()) continue;
-      if (a.final[t]) {
-        if (until) alts.push_back({g.bytes(to[t])});
-      } else {
-        alts.push_back({g.bytes(to[t]), Grammar::ref(ids[t])});
-      }
+      if (a.final[t] == 1 && until) alts.push_back({g.bytes(to[t])});
+      if (!a.final[t]) alts.push_back({g.bytes(to[t]), Grammar::ref(ids[t])});
     }
     if (!until) alts.push_back({});
     g.define(ids[s], std::move(alts));
@@ -340,11 +348,13 @@ void split_utf8(char32_t lo, char32_t hi, std::vector<std::pair<std::array<uint8
 }  // namespace
 
 Element text_excluding(Grammar& g, std::string_view name, const std::vector<std::string>& markers) {
-  return marker_rules(g, name, MarkerAutomaton(markers), false);
+  return marker_rules(g, name, MarkerAutomaton(markers, false), false);
 }
 
-Element text_until(Grammar& g, std::string_view name, std::string_view marker) {
-  return marker_rules(g, name, MarkerAutomaton({std::string(marker)}), true);
+Element text_until(Grammar& g, std::string_view name, std::string_view marker, const std::vector<std::string>& never) {
+  std::vector<std::string> all = {std::string(marker)};
+  all.insert(all.end(), never.begin(), never.end());
+  return marker_rules(g, name, MarkerAutomaton(all, true), true);
 }
 
 std::vector<Sequence> utf8_range(Grammar& g, char32_t lo, char32_t hi) {

@@ -130,8 +130,9 @@ class Grammar {
 
 /** Any bytes that contain none of `markers` (an Aho-Corasick automaton as one rule per state). */
 Element text_excluding(Grammar& g, std::string_view name, const std::vector<std::string>& markers);
-/** Any bytes up to and including the first occurrence of `marker` (e.g. reasoning up to </think>). */
-Element text_until(Grammar& g, std::string_view name, std::string_view marker);
+/** Any bytes up to and including the first occurrence of `marker` (e.g. reasoning up to </think>),
+ *  containing none of `never` (e.g. a tool-call opener, which would end reasoning too). */
+Element text_until(Grammar& g, std::string_view name, std::string_view marker, const std::vector<std::string>& never = {});
 
 /** The UTF-8 encodings of the code points [lo, hi] as byte-set sequences (alternatives), each a
  *  valid UTF-8 sequence; surrogates (U+D800–U+DFFF) are excluded. */

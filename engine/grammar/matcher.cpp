@@ -31,6 +31,9 @@ struct Flat {
 };
 constexpr int32_t kDead = -1;
 constexpr int32_t kUnknown = -2;
+// Per request: ambiguous grammars can make the parse stacks multiply with every byte; past these a
+// request fails alone (its choice ends with the error) rather than taking the server's memory.
+constexpr size_t kMaxStacks = 4096, kMaxNodes = 2u << 20, kMaxStates = 200000;
 
 uint64_t pair_key(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b; }
 }  // namespace
@@ -92,65 +95,95 @@ struct Matcher::State {
   std::vector<Node> nodes{{0, 0}};  // 0: ROOT
   std::unordered_map<uint64_t, uint32_t> node_ids;
   std::vector<Set> sets;
-  // Transitions of every state, 256 per state in one array: kUnknown until computed, kDead from the
-  // start for the bytes no stack accepts (the trie walk then needs one load per node).
+  // Transitions, 256 per state in one array, a state's row made on its first advance: kUnknown
+  // until computed, kDead from the start for the bytes no stack accepts (the trie walk then needs
+  // one load per node).
   std::vector<int32_t> next;
+  std::vector<int32_t> row;  // per state: its row in `next`, or -1
   std::unordered_map<std::string, int32_t> set_ids;
   std::vector<int32_t> history;  // states after each accepted token; front: the start
   std::vector<uint8_t> ended;    // per history entry: a stop token ended the match there
   // Scratch for closures.
   std::vector<uint32_t> out;
+  std::vector<std::pair<uint32_t, uint32_t>> work;
   std::unordered_set<uint64_t> seen;
   bool accept = false;
   std::vector<int32_t> walk;  // trie walk: state per depth
 
   explicit State(const CompiledGrammar::Impl& impl) : c(impl) {}
 
+  [[noreturn]] static void too_big(const char* what, size_t limit) {
+    throw GrammarError(fmt::format("the grammar is too ambiguous to run: more than {} {}; simplify it (an anyOf "
+                                   "or recursion whose branches start alike)",
+                                   limit, what));
+  }
+
   uint32_t node(uint32_t pos, uint32_t parent) {
     auto [it, fresh] = node_ids.try_emplace(pair_key(pos, parent), static_cast<uint32_t>(nodes.size()));
-    if (fresh) nodes.push_back({pos, parent});
+    if (fresh) {
+      if (nodes.size() >= kMaxNodes) too_big("parse stack entries", kMaxNodes);
+      nodes.push_back({pos, parent});
+    }
     return it->second;
   }
 
-  void close(uint32_t pos, uint32_t parent) {
-    const Flat& f = c.flat[pos];
-    if (f.kind == kBytes) {
-      out.push_back(node(pos, parent));
-      return;
-    }
-    if (!seen.insert(pair_key(pos, parent)).second) return;  // reached before by another path
-    if (f.kind == kEnd) {
-      if (parent == 0) {
-        accept = true;
-      } else {
-        const Node p = nodes[parent];
-        close(p.pos, p.parent);
+  // The stacks reached from (pos, parent) without consuming input: an explicit worklist, since a
+  // chain of rule references as deep as the grammar is long would overflow the thread's stack.
+  void close(uint32_t pos0, uint32_t parent0) {
+    work.assign(1, {pos0, parent0});
+    while (!work.empty()) {
+      const auto [pos, parent] = work.back();
+      work.pop_back();
+      const Flat& f = c.flat[pos];
+      if (f.kind == kBytes) {
+        out.push_back(node(pos, parent));
+        continue;
       }
-      return;
+      if (!seen.insert(pair_key(pos, parent)).second) continue;  // reached before by another path
+      if (f.kind == kEnd) {
+        if (parent == 0) {
+          accept = true;
+        } else {
+          const Node p = nodes[parent];
+          work.push_back({p.pos, p.parent});
+        }
+        continue;
+      }
+      const uint32_t ret = c.flat[pos + 1].kind == kEnd ? parent : node(pos + 1, parent);
+      for (uint32_t a : c.alts[f.index]) work.push_back({a, ret});
     }
-    const uint32_t ret = c.flat[pos + 1].kind == kEnd ? parent : node(pos + 1, parent);
-    for (uint32_t a : c.alts[f.index]) close(a, ret);
   }
 
   int32_t intern() {
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     if (out.empty() && !accept) return kDead;
+    if (out.size() > kMaxStacks) too_big("parses open at once", kMaxStacks);
     std::string key(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(uint32_t));
     key.push_back(accept ? 'a' : '-');
     auto [it, fresh] = set_ids.try_emplace(std::move(key), static_cast<int32_t>(sets.size()));
     if (fresh) {
+      if (sets.size() >= kMaxStates) too_big("parser states", kMaxStates);
       Set s;
       s.nodes = out;
       s.accept = accept;
       for (uint32_t n : s.nodes) s.first.add(c.g.sets[c.flat[nodes[n].pos].index]);
-      const size_t base = next.size();
-      next.resize(base + 256, kDead);
-      for (int b = 0; b < 256; ++b)
-        if (s.first.has(static_cast<uint8_t>(b))) next[base + static_cast<size_t>(b)] = kUnknown;
       sets.push_back(std::move(s));
+      row.push_back(-1);
     }
     return it->second;
+  }
+
+  size_t row_of(int32_t id) {
+    int32_t& r = row[static_cast<size_t>(id)];
+    if (r < 0) {
+      r = static_cast<int32_t>(next.size() / 256);
+      next.resize(next.size() + 256, kDead);
+      const ByteSet& first = sets[static_cast<size_t>(id)].first;
+      for (int b = 0; b < 256; ++b)
+        if (first.has(static_cast<uint8_t>(b))) next[static_cast<size_t>(r) * 256 + static_cast<size_t>(b)] = kUnknown;
+    }
+    return static_cast<size_t>(r);
   }
 
   int32_t start() {
@@ -162,12 +195,12 @@ struct Matcher::State {
   }
 
   int32_t advance(int32_t from, uint8_t byte) {
-    const size_t slot = static_cast<size_t>(from) * 256 + byte;
+    const size_t slot = row_of(from) * 256 + byte;
     if (next[slot] != kUnknown) return next[slot];
     out.clear();
     seen.clear();
     accept = false;
-    // Copy: interning below may grow `sets` and `next`.
+    // Copy: interning below may grow `sets`.
     const std::vector<uint32_t> stacks = sets[static_cast<size_t>(from)].nodes;
     for (uint32_t n : stacks) {
       const Node nd = nodes[n];
@@ -178,16 +211,26 @@ struct Matcher::State {
     return to;
   }
 
-  /** The state's content as positions from each stack's top to ROOT: equal across matchers. */
+  /** The state's content: each stack as its positions from top to ROOT, the stacks sorted, so that
+   *  the same state has the same key in every matcher whatever the order it interned nodes in. */
   std::string key(int32_t id) const {
     const Set& s = sets[static_cast<size_t>(id)];
-    std::string k;
+    std::vector<std::string> stacks;
+    stacks.reserve(s.nodes.size());
     for (uint32_t n : s.nodes) {
+      std::string one;
       for (uint32_t at = n; at != 0; at = nodes[at].parent) {
         const uint32_t pos = nodes[at].pos;
-        k.append(reinterpret_cast<const char*>(&pos), sizeof pos);
+        one.append(reinterpret_cast<const char*>(&pos), sizeof pos);
       }
-      k.push_back('|');
+      stacks.push_back(std::move(one));
+    }
+    std::sort(stacks.begin(), stacks.end());
+    std::string k;
+    for (const std::string& one : stacks) {
+      const auto len = static_cast<uint32_t>(one.size());
+      k.append(reinterpret_cast<const char*>(&len), sizeof len);  // length-prefixed: unambiguous
+      k += one;
     }
     k.push_back(s.accept ? 'a' : '-');
     return k;
@@ -201,8 +244,9 @@ struct Matcher::State {
     walk[0] = from;
     for (size_t i = 0; i < trie.size();) {
       const TokenTable::Node& n = trie[i];
-      const size_t slot = static_cast<size_t>(walk[n.depth - 1u]) * 256 + n.byte;
-      const int32_t s = next[slot] != kUnknown ? next[slot] : advance(walk[n.depth - 1u], n.byte);
+      const int32_t from = walk[n.depth - 1u], r = row[static_cast<size_t>(from)];
+      const int32_t known = r >= 0 ? next[static_cast<size_t>(r) * 256 + n.byte] : kUnknown;
+      const int32_t s = known != kUnknown ? known : advance(from, n.byte);
       if (s == kDead) {
         i = n.end;
         continue;

@@ -31,7 +31,7 @@ struct MaskCacheStats {
 class CompiledGrammar {
  public:
   /** Validates `g` (GrammarError) and flattens it. `cache_bytes` bounds the shared mask cache. */
-  CompiledGrammar(Grammar g, std::shared_ptr<const TokenTable> tokens, size_t cache_bytes = 64u << 20);
+  CompiledGrammar(Grammar g, std::shared_ptr<const TokenTable> tokens, size_t cache_bytes = 16u << 20);
   ~CompiledGrammar();
   const Grammar& grammar() const;
   const TokenTable& tokens() const;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+
 #include <nlohmann/json.hpp>
 
 #include "grammar/json_schema.hpp"
@@ -17,8 +19,9 @@ std::optional<ToolSyntax> tool_syntax(std::string_view parser_name) {
   return std::nullopt;
 }
 
-std::string tool_call_opener(ToolSyntax syntax) {
-  return syntax == ToolSyntax::qwen3_coder ? "<tool_call>" : "<|tool_call>";
+std::vector<std::string> tool_call_openers(ToolSyntax syntax) {
+  if (syntax == ToolSyntax::qwen3_coder) return {"<tool_call>", "<function="};
+  return {"<|tool_call"};
 }
 
 namespace {
@@ -28,6 +31,21 @@ namespace {
 const std::vector<std::string> kQwenTags = {"</parameter>", "<parameter=", "<function=", "</function>", "<tool_call>",
                                             "</tool_call>"};
 const std::string kGemmaQuote = "<|\"|>";
+// What a gemma4 string may not contain: its closing quote, and the call markers the parser finds by
+// a plain scan whatever the quoting.
+const std::vector<std::string> kGemmaTags = {kGemmaQuote, "<tool_call|>", "<|tool_call"};
+
+// Names the parsers read back: a function name and (gemma4, bare) keys of letters, digits and
+// _ . - : ; qwen3_coder keys anything but the markup's < > and newlines.
+void check_name(const std::string& s, bool bare, const std::string& what, const std::string& where) {
+  bool ok = !s.empty() && s.size() <= 256;
+  for (unsigned char c : s)
+    ok = ok && (bare ? (std::isalnum(c) || c == '_' || c == '.' || c == '-' || c == ':') : (c != '<' && c != '>' && c != '\n' && c != '\r'));
+  if (!ok)
+    throw GrammarError(fmt::format("{} '{}' cannot be written in this model's call syntax; use letters, digits and _ . - :",
+                                   what, s),
+                       where);
+}
 
 struct Param {
   std::string key;
@@ -71,16 +89,28 @@ Element raw_string(Grammar& g, const json& s, std::string_view name, const std::
   if (s.contains("enum") || s.contains("const")) {
     std::vector<Sequence> alts;
     const json values = s.contains("const") ? json::array({s["const"]}) : s["enum"];
-    for (const json& v : values)
-      if (v.is_string()) alts.push_back(g.literal(v.get<std::string>()));
+    for (const json& v : values) {
+      if (!v.is_string()) continue;
+      const std::string text = v.get<std::string>();
+      for (const std::string& tag : forbidden)
+        if (text.find(tag) != std::string::npos)
+          throw GrammarError(fmt::format("the value '{}' contains '{}', which the tool-call syntax reads as markup",
+                                         text, tag),
+                             where + "/enum");
+      alts.push_back(g.literal(text));
+    }
     if (alts.empty()) throw GrammarError("no string value is allowed", where + "/enum");
     return g.add(name, std::move(alts));
   }
   if (s.contains("pattern")) {
     if (s.contains("minLength") || s.contains("maxLength"))
       throw GrammarError("pattern together with minLength/maxLength is not supported", where + "/pattern");
+    // Anchored at both ends: text around an unanchored match could be anything, markup included.
+    const std::string pattern = s["pattern"].get<std::string>();
+    if (pattern.empty() || pattern.front() != '^' || pattern.back() != '$')
+      throw GrammarError("a pattern on a string parameter must be anchored (^…$) in tool calls", where + "/pattern");
     try {
-      return compile_regex(g, s["pattern"].get<std::string>(), {.json_string = false, .search = true}, name);
+      return compile_regex(g, pattern, {.json_string = false, .search = true}, name);
     } catch (const GrammarError& e) {
       throw GrammarError(e.what(), where + "/pattern");
     }
@@ -148,6 +178,7 @@ Element qwen_call(Grammar& g, const ToolSpec& t, const json& p, const ToolCallOp
   const json defs = defs_of(p);
   for (const Param& q : params_of(p, where)) {
     const std::string w = fmt::format("{}/properties/{}", where, q.key);
+    check_name(q.key, false, "the parameter name", w);
     const std::string name = fmt::format("{}-{}", t.name, q.key);
     if (allows_string(q.schema) && !string_only(q.schema))
       throw GrammarError("a parameter that may be a string or another type cannot be constrained in the qwen3_coder "
@@ -177,11 +208,12 @@ Element gemma_call(Grammar& g, const ToolSpec& t, const json& p, const ToolCallO
   std::vector<Sequence> pairs;
   for (const Param& q : params) {
     const std::string w = fmt::format("{}/properties/{}", where, q.key);
+    check_name(q.key, true, "the parameter name", w);
     const std::string name = fmt::format("{}-{}", t.name, q.key);
     Sequence pair = g.literal(q.key + ":");
     if (string_only(q.schema)) {
       Sequence quoted = g.literal(kGemmaQuote);
-      quoted.push_back(raw_string(g, q.schema, name, {kGemmaQuote}, w));
+      quoted.push_back(raw_string(g, q.schema, name, kGemmaTags, w));
       Sequence close = g.literal(kGemmaQuote);
       quoted.insert(quoted.end(), close.begin(), close.end());
       pair.push_back(g.add(fmt::format("{}-str", name), {std::move(quoted)}));
@@ -227,6 +259,7 @@ Element add_tool_calls(Grammar& g, const std::vector<ToolSpec>& tools, const Too
   std::vector<Sequence> calls;
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string where = fmt::format("tools[{}].function.parameters", i);
+    check_name(tools[i].name, true, "the function name", fmt::format("tools[{}].function.name", i));
     json p;
     if (!tools[i].parameters.empty()) {
       try {

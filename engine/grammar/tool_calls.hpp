@@ -22,8 +22,10 @@ enum class ToolSyntax { qwen3_coder, gemma4 };
 /** The syntax a tool-call parser reads, by the parser's name; nullopt when kiln has none for it. */
 std::optional<ToolSyntax> tool_syntax(std::string_view parser_name);
 
-/** The text that opens a call: "<tool_call>" (qwen3_coder), "<|tool_call>" (gemma4). */
-std::string tool_call_opener(ToolSyntax syntax);
+/** Every text the syntax's parser reads as the start of a call: "<tool_call>" and a bare
+ *  "<function=" (qwen3_coder); "<|tool_call" (gemma4, its drifted "<|tool_call|>" too). Text
+ *  outside a constrained call must contain none of them. */
+std::vector<std::string> tool_call_openers(ToolSyntax syntax);
 
 struct ToolSpec {
   std::string name;

@@ -12,7 +12,7 @@
 namespace kiln::serve {
 namespace {
 
-using json = nlohmann::ordered_json;  // keeps the client's key order (schemas: declared property order)
+using nlohmann::json;
 
 struct Refusal {
   ApiError e;

@@ -1,6 +1,7 @@
 #include "serve/constraints.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -90,7 +91,7 @@ Element body(Grammar& g, const ConstraintSpec& spec, std::string_view tool_parse
       if (!spec.calls_optional) return calls;
       // Text that does not open a call, then optionally the calls: the parser reads the text as
       // content and each call as usual.
-      const Element text = grammar::text_excluding(g, "content", {grammar::tool_call_opener(*syntax)});
+      const Element text = grammar::text_excluding(g, "content", grammar::tool_call_openers(*syntax));
       return g.add("content-or-calls", {{text, g.optional("calls", {calls})}});
     }
     case Kind::none:
@@ -112,7 +113,7 @@ Grammar build_grammar(const ConstraintSpec& spec, const ReasoningFrame& frame, s
       const Sequence open = g.literal(frame.open);
       block.insert(block.end(), open.begin(), open.end());
     }
-    block.push_back(grammar::text_until(g, "reasoning", frame.close));
+    block.push_back(grammar::text_until(g, "reasoning", frame.close, frame.never));
     block.push_back(whitespace(g, kBodyWhitespace));
     s.push_back(frame.inside ? g.add("reasoning-block", {std::move(block)}) : g.optional("reasoning-block", block));
   }
@@ -142,9 +143,9 @@ std::shared_ptr<const grammar::CompiledGrammar> GrammarCache::get(const Constrai
                                                                    std::string_view tool_parser,
                                                                    bool specials_as_text) {
   if (!tok_) throw_error("[serve] this model has no tokenizer, so its output cannot be constrained");
-  std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|", static_cast<int>(spec.kind), spec.strict, spec.parallel,
-                                spec.calls_optional, frame.open, frame.close, frame.inside, tool_parser,
-                                specials_as_text);
+  std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|", static_cast<int>(spec.kind), spec.strict,
+                                spec.parallel, spec.calls_optional, frame.open, frame.close, frame.inside,
+                                fmt::join(frame.never, "\x1f"), tool_parser, specials_as_text);
   key += spec.text;
   for (const grammar::ToolSpec& t : spec.tools) key += fmt::format("|{}|{}|{}", t.name.size(), t.name, t.parameters);
   {

@@ -39,6 +39,7 @@ struct ConstraintSpec {
 struct ReasoningFrame {
   std::string open, close;  ///< empty: the model has no reasoning parser kiln knows
   bool inside = false;      ///< the prompt opened the block: the output starts in it
+  std::vector<std::string> never;  ///< texts reasoning may not contain (tool-call openers: they end it too)
 };
 
 /** The frame of a reasoning parser by name ("qwen3", "gemma4"), given the rendered prompt's end and
@@ -53,7 +54,7 @@ grammar::Grammar build_grammar(const ConstraintSpec& spec, const ReasoningFrame&
 class GrammarCache {
  public:
   GrammarCache(const text::Tokenizer* tokenizer, size_t n_vocab, std::vector<int32_t> stop_ids,
-               size_t capacity = 128);
+               size_t capacity = 64);
   ~GrammarCache();
   /**
    * The compiled grammar for a request: found, or built and kept (least recently used out). Throws

@@ -196,9 +196,14 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
     const ConstraintSpec& cs = r->constraint;
     try {
       ReasoningFrame frame;
-      if (r->chat && model_.reasoning_parser())
-        frame = reasoning_frame(model_.reasoning_parser()->name, p->prompt_tail, r->parser.thinking);
       const std::string tool_parser = model_.tool_parser() ? model_.tool_parser()->name : "";
+      if (r->chat && model_.reasoning_parser()) {
+        frame = reasoning_frame(model_.reasoning_parser()->name, p->prompt_tail, r->parser.thinking);
+        // A call opener ends reasoning in the parsers: inside the free block it would start a call
+        // no grammar checks.
+        if (const auto syntax = grammar::tool_syntax(tool_parser); syntax && r->parse_tools)
+          frame.never = grammar::tool_call_openers(*syntax);
+      }
       p->grammar = model_.grammars().get(cs, frame, tool_parser, keeps_control_tokens(*r));
     } catch (const grammar::GrammarError& e) {
       const std::string where = e.where().empty() ? cs.param : e.where();
@@ -210,6 +215,9 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
   try {
     for (size_t pi = 0; pi < p->prompts.size(); ++pi)
       for (uint32_t j = 0; j < r->n; ++j) p->choices.push_back(make_choice(r, *p, pi, j));
+  } catch (const grammar::GrammarError& e) {  // the matcher's start state (an empty language, a cap)
+    return fail(fmt::format("'{}' cannot be used for constrained decoding: {}", r->constraint.param, e.what()),
+                r->constraint.param);
   } catch (const std::exception& e) {
     return fail(fmt::format("cannot decode or parse this model's output: {}", e.what()), "model");
   }
@@ -318,15 +326,17 @@ void Engine::sample(const PlanRows& pr) {
       s = c.sampler->sample(logits);
     }
     ++c.generated;
+    // A stop token the grammar accepted ends the output even with ignore_eos (the grammar is done).
     const bool stop_id = (!c.r->ignore_eos && std::find(stops.begin(), stops.end(), s.token) != stops.end()) ||
-                         std::find(c.r->stop_ids.begin(), c.r->stop_ids.end(), s.token) != c.r->stop_ids.end();
+                         std::find(c.r->stop_ids.begin(), c.r->stop_ids.end(), s.token) != c.r->stop_ids.end() ||
+                         (c.matcher && c.matcher->is_ended());
     if (stop_id) {
       c.finish = "stop";  // neither its text nor its logprob goes out (as OpenAI)
       return;
     }
     c.seq.tokens.push_back(s.token);
     c.pending.push_back(s);
-    if (c.matcher && (c.matcher->must_end() || c.matcher->is_ended()))
+    if (c.matcher && c.matcher->must_end())
       c.finish = "stop";  // the grammar is complete and allows nothing more
     else if (c.generated >= c.max_tokens)
       c.finish = "length";

@@ -208,7 +208,8 @@ void parse_response_format(const json& body, GenRequest& r) {
     c.kind = ConstraintSpec::Kind::json_schema;
     c.param = "response_format.json_schema.schema";
     c.text = schema->dump();
-    c.strict = js->value("strict", false) == true;
+    auto st = js->find("strict");
+    c.strict = st != js->end() && st->is_boolean() && st->get<bool>();
   } else {
     bad("response_format.type", fmt::format("'response_format.type' must be text, json_object or json_schema (got '{}')", type));
   }
@@ -241,7 +242,7 @@ void parse_grammar_fields(const json& body, GenRequest& r) {
       }
       if (!schema.is_object() && !schema.is_boolean())
         bad(f.name, fmt::format("'{}' must be a JSON Schema (an object, or its JSON text)", f.name));
-      c.text = schema.dump();
+      c.text = v->is_string() ? v->get<std::string>() : schema.dump();  // text: the client's key order
       c.strict = false;  // plain JSON Schema semantics
     } else {
       if (!v->is_string() || v->get_ref<const std::string&>().empty())
@@ -279,7 +280,8 @@ void parse_tool_choice(json& body, const json* tools, GenRequest& r) {
     // Strict tools: the model chooses between text and calls, and a call follows its schema.
     bool strict = false;
     for (size_t i = 0; tools && i < tools->size(); ++i)
-      strict = strict || (*tools)[i]["function"].value("strict", false) == true;
+      if (auto st = (*tools)[i]["function"].find("strict"); st != (*tools)[i]["function"].end() && st->is_boolean())
+        strict = strict || st->get<bool>();
     if (!strict) return;
     for (const json& t : *tools) c.tools.push_back(spec_of(t));
     c.calls_optional = true;
@@ -313,6 +315,9 @@ void parse_tool_choice(json& body, const json* tools, GenRequest& r) {
  */
 void keep_declared_order(std::string_view text, ConstraintSpec& c) {
   using ordered = nlohmann::ordered_json;
+  // ordered_json inserts in linear time per key: a huge body keeps the sorted order rather than
+  // costing seconds (the grammar is as valid, its keys alphabetical).
+  if (text.size() > (256u << 10)) return;
   const ordered body = ordered::parse(text);
   const auto at = [&](std::initializer_list<const char*> path) -> const ordered* {
     const ordered* v = &body;

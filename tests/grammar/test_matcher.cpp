@@ -322,6 +322,19 @@ TEST(TextRules, ExcludingAndUntilAgreeWithSubstringSearch) {
     const size_t at = s.find("abab");
     ASSERT_EQ(runtil.accepts(s), at != std::string::npos && at + 4 == s.size()) << s;
   }
+  // Up to a terminator, never through another marker (reasoning that may not open a tool call).
+  Grammar never;
+  never.root = text_until(never, "n", "ab", {"ca"}).index;
+  never.validate();
+  test::Recognizer rn(never);
+  for (int i = 0; i < 3000; ++i) {
+    std::string s;
+    const size_t len = rng() % 9;
+    for (size_t k = 0; k < len; ++k) s.push_back(static_cast<char>('a' + rng() % 3));
+    const size_t at = s.find("ab");
+    const bool want = at != std::string::npos && at + 2 == s.size() && s.find("ca") == std::string::npos;
+    ASSERT_EQ(rn.accepts(s), want) << s;
+  }
 }
 
 }  // namespace
@@ -380,6 +393,42 @@ TEST(Matcher, ThreadsSharingOneGrammarGetTheMasksOfALoneMatcher) {
     });
   for (auto& th : threads) th.join();
   EXPECT_EQ(mismatches.load(), 0);
+}
+
+}  // namespace
+}  // namespace kiln::grammar
+
+namespace kiln::grammar {
+namespace {
+
+// An ambiguous recursion doubles its open parses with every byte: the request fails with a clear
+// error at the cap instead of taking the server's memory and time.
+TEST(Matcher, AmbiguityBeyondTheCapsIsAnErrorNotABlowUp) {
+  Grammar g;
+  const uint32_t r = g.rule("r");
+  g.define(r, {{g.byte('x'), Grammar::ref(r), g.byte('y')}, {g.byte('x'), Grammar::ref(r), g.byte('z')}, {}});
+  g.root = r;
+  Matcher m(std::make_shared<const CompiledGrammar>(g, abc_tokens()));
+  bool refused = false;
+  try {
+    for (int i = 0; i < 64; ++i) m.accept_bytes("x");
+  } catch (const GrammarError& e) {
+    refused = std::string(e.what()).find("too ambiguous") != std::string::npos;
+  }
+  EXPECT_TRUE(refused);
+}
+
+// A chain of rule references as deep as the grammar is long closes without recursion.
+TEST(Matcher, DeepReferenceChainsDoNotOverflowTheStack) {
+  Grammar g;
+  constexpr int kDepth = 200000;
+  std::vector<uint32_t> ids;
+  for (int i = 0; i < kDepth; ++i) ids.push_back(g.rule("r"));
+  for (int i = 0; i + 1 < kDepth; ++i) g.define(ids[static_cast<size_t>(i)], {{Grammar::ref(ids[static_cast<size_t>(i) + 1]), g.byte('a')}});
+  g.define(ids.back(), {{g.byte('b')}});
+  g.root = ids[0];
+  Matcher m(std::make_shared<const CompiledGrammar>(g, abc_tokens()));
+  EXPECT_TRUE(m.accept_bytes("b"));
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ TEST(ToolCallGrammar, Qwen3CoderCallsAsTheModelWritesThem) {
   EXPECT_FALSE(r1.accepts(qwen("get_weather", param("city", "Paris") + param("days", "15"))));   // maximum
   EXPECT_FALSE(r1.accepts(qwen("get_weather", param("city", "Paris") + param("days", "3.0"))));  // integer
   EXPECT_FALSE(r1.accepts(qwen("get_weather", param("city", "a</parameter>b") + param("days", "3"))));
+  EXPECT_FALSE(r1.accepts(qwen("get_weather", param("city", "a<function=x>b") + param("days", "3"))));
   EXPECT_FALSE(r1.accepts(qwen("get_weather", param("city", "P") + param("days", "3") + param("x", "1"))));
   EXPECT_FALSE(r1.accepts(qwen("unknown", "")));
   EXPECT_FALSE(r1.accepts(ok + "\n" + qwen("ping", "")));  // one call only
@@ -59,6 +60,7 @@ TEST(ToolCallGrammar, Gemma4CallsAsTheModelWritesThem) {
   EXPECT_FALSE(r1.accepts("<|tool_call>call:get_weather{city:" + q + "Paris" + q + "}<tool_call|>"));
   EXPECT_FALSE(r1.accepts("<|tool_call>call:get_weather{city:" + q + "Pa" + q + "ris" + q + ",days:3}<tool_call|>"));
   EXPECT_FALSE(r1.accepts("<|tool_call>call:get_weather{city:\"Paris\",days:3}<tool_call|>"));
+  EXPECT_FALSE(r1.accepts("<|tool_call>call:get_weather{city:" + q + "Pa<tool_call|>ris" + q + ",days:3}<tool_call|>"));
   EXPECT_TRUE(rn.accepts(ok + ok));
   EXPECT_FALSE(r1.accepts(ok + ok));
 }
@@ -88,6 +90,11 @@ TEST(ToolCallGrammar, ConstrainedStringParametersAndRefusals) {
   refused(R"({"type": "object", "properties": {"x": {"type": "integer", "multipleOf": 2}}})", "multipleOf");
   refused(R"({"type": "object", "required": ["y"]})", "'y'");
   refused(R"({"type": "array"})", "type 'object'");
+  refused(R"({"type": "object", "properties": {"x": {"type": "string", "pattern": "[a-z]+"}}})", "anchored");
+  refused(R"({"type": "object", "properties": {"x": {"type": "string", "enum": ["a</parameter>"]}}})", "markup");
+  refused(R"({"type": "object", "properties": {"x<y": {"type": "integer"}}})", "parameter name");
+  Grammar named;
+  EXPECT_THROW(add_tool_calls(named, {{"bad name", ""}}, {}), GrammarError);
 }
 
 }  // namespace

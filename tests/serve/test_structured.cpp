@@ -9,6 +9,7 @@
 
 #include "fixtures.hpp"
 #include "gemma4_checkpoint.hpp"
+#include "grammar/recognizer.hpp"
 #include "grammar/schema_validator.hpp"
 #include "qwen3_5_checkpoint.hpp"
 #include "scripted_model.hpp"
@@ -272,6 +273,32 @@ TEST(Structured, BadConstraintsAreRefusedNamingTheField) {
   expect(c, "/v1/completions", "send one");
   c = {{"prompt", "x"}, {"grammar", "root ::= undefined"}};
   expect(c, "/v1/completions", "undefined");
+}
+
+// The reasoning block may not open a tool call (the parsers would end reasoning there and read a call
+// no grammar checked); free text beside strict tools may not either, by any opener the parser knows.
+TEST(Structured, NoCallCanOpenOutsideTheConstrainedCalls) {
+  ConstraintSpec spec;
+  spec.kind = ConstraintSpec::Kind::tools;
+  spec.tools = {{"ping", ""}};
+  spec.parallel = false;
+  ReasoningFrame frame = reasoning_frame("qwen3", "<|im_start|>assistant\n<think>\n", -1);
+  ASSERT_TRUE(frame.inside);
+  frame.never = grammar::tool_call_openers(grammar::ToolSyntax::qwen3_coder);
+  const std::string call = "<tool_call>\n<function=ping>\n</function>\n</tool_call>";
+  const grammar::Grammar g = build_grammar(spec, frame, "qwen3_coder");
+  grammar::test::Recognizer r(g);
+  EXPECT_TRUE(r.accepts("thinking\n</think>\n\n" + call));
+  EXPECT_FALSE(r.accepts("thinking <tool_call>\n<function=ping>\n</function>\n</tool_call></think>\n" + call));
+  EXPECT_FALSE(r.accepts("thinking <function=ping></think>\n" + call));
+  spec.calls_optional = true;
+  const grammar::Grammar a = build_grammar(spec, ReasoningFrame{}, "qwen3_coder");
+  grammar::test::Recognizer ra(a);
+  EXPECT_TRUE(ra.accepts("Just text."));
+  EXPECT_TRUE(ra.accepts("Calling: " + call));
+  EXPECT_FALSE(ra.accepts("Calling: <function=ping>\n</function>"));
+  // Thinking off and not opened by the prompt: no reasoning block at all.
+  EXPECT_TRUE(reasoning_frame("qwen3", "<|im_start|>assistant\n", 0).close.empty());
 }
 
 // Scripted models answer with what a real Qwen3.5 / Gemma 4 writes: the reasoning before the
