@@ -38,11 +38,13 @@ std::shared_ptr<const grammar::TokenTable> byte_tokens() {
 }
 
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--schema", "--regex", "--ebnf", "--check", "--max-whitespace"}, {"--json-object", "--loose", "--quiet"});
+  Args args(argv, {"--schema", "--regex", "--ebnf", "--check", "--max-whitespace"},
+            {"--json-object", "--loose", "--quiet"});
   if (!args.ok()) return usage_error("grammar", args.error());
   if (!args.positionals().empty()) return usage_error("grammar", "unexpected argument '" + args.positionals()[0] + "'");
   const int sources = args.has("--schema") + args.has("--regex") + args.has("--ebnf") + args.flag("--json-object");
-  if (sources != 1) return usage_error("grammar", "give exactly one of --schema FILE, --regex PATTERN, --ebnf FILE, --json-object");
+  if (sources != 1)
+    return usage_error("grammar", "give exactly one of --schema FILE, --regex PATTERN, --ebnf FILE, --json-object");
   try {
     grammar::Grammar g;
     grammar::SchemaOptions so;
@@ -50,7 +52,8 @@ int run(const std::vector<std::string>& argv) {
     if (args.has("--max-whitespace")) so.max_whitespace = std::stoi(args.value("--max-whitespace"));
     if (args.has("--schema")) {
       std::string text;
-      if (!read_input(args.value("--schema"), &text)) return failure("grammar", "cannot read " + args.value("--schema"));
+      if (!read_input(args.value("--schema"), &text))
+        return failure("grammar", "cannot read " + args.value("--schema"));
       g = grammar::schema_to_grammar(text, so);
     } else if (args.flag("--json-object")) {
       g = grammar::json_object_grammar(so);

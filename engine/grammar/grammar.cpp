@@ -25,9 +25,10 @@ uint32_t Grammar::rule(std::string_view name) {
   // regex of counted repeats): each rule costs ~100 bytes here and again once flattened.
   constexpr size_t kMaxRules = 250000;
   if (rules.size() >= kMaxRules)
-    throw GrammarError(fmt::format("the grammar would need more than {} rules (long counted repetitions such as "
-                                   "maxLength, maxItems or {{n,m}} add one per count); ask for smaller counts",
-                                   kMaxRules));
+    throw GrammarError(
+        fmt::format("the grammar would need more than {} rules (long counted repetitions such as "
+                    "maxLength, maxItems or {{n,m}} add one per count); ask for smaller counts",
+                    kMaxRules));
   const auto id = static_cast<uint32_t>(rules.size());
   Rule r;
   r.name = unique_name(name);
@@ -102,10 +103,12 @@ Element Grammar::plus(std::string_view name, Sequence s) {
 
 Element Grammar::repeat(std::string_view name, const Sequence& s, int64_t min, int64_t max) {
   if (min < 0) min = 0;
-  if (max >= 0 && max < min) throw GrammarError(fmt::format("repetition {{{},{}}}: the maximum is below the minimum", min, max));
+  if (max >= 0 && max < min)
+    throw GrammarError(fmt::format("repetition {{{},{}}}: the maximum is below the minimum", min, max));
   constexpr int64_t kLimit = 100000;
   if (min > kLimit || max > kLimit)
-    throw GrammarError(fmt::format("repetition counts above {} are not supported (asked {})", kLimit, std::max(min, max)));
+    throw GrammarError(
+        fmt::format("repetition counts above {} are not supported (asked {})", kLimit, std::max(min, max)));
   const Sequence unit = as_unit(*this, fmt::format("{}-item", name), s);
   Sequence out;
   for (int64_t i = 0; i < min; ++i) out.insert(out.end(), unit.begin(), unit.end());
@@ -127,11 +130,12 @@ Element Grammar::repeat(std::string_view name, const Sequence& s, int64_t min, i
 }
 
 Element Grammar::separated(std::string_view name, const Sequence& s, const Sequence& sep, int64_t min, int64_t max) {
-  if (max >= 0 && max < min) throw GrammarError(fmt::format("repetition {{{},{}}}: the maximum is below the minimum", min, max));
+  if (max >= 0 && max < min)
+    throw GrammarError(fmt::format("repetition {{{},{}}}: the maximum is below the minimum", min, max));
   if (max == 0) return add(name, {{}});
   const Sequence unit = as_unit(*this, fmt::format("{}-item", name), s);
-  const Element rest = repeat(fmt::format("{}-rest", name), cat(sep, unit), std::max<int64_t>(min - 1, 0),
-                              max < 0 ? -1 : max - 1);
+  const Element rest =
+      repeat(fmt::format("{}-rest", name), cat(sep, unit), std::max<int64_t>(min - 1, 0), max < 0 ? -1 : max - 1);
   Sequence one = cat(unit, {rest});
   if (min == 0) return add(name, {std::move(one), {}});
   return add(name, {std::move(one)});
@@ -181,9 +185,10 @@ void Grammar::validate() const {
       }
       const uint32_t n = starts[r][k++];
       if (color[n] == 1)
-        throw GrammarError(fmt::format("rule '{}' is left-recursive (it can start with itself); rewrite the "
-                                       "recursion to come after something that consumes input",
-                                       rules[n].name));
+        throw GrammarError(
+            fmt::format("rule '{}' is left-recursive (it can start with itself); rewrite the "
+                        "recursion to come after something that consumes input",
+                        rules[n].name));
       if (color[n] == 0) {
         color[n] = 1;
         stack.push_back({n, 0});
@@ -247,8 +252,10 @@ struct MarkerAutomaton {
     std::vector<int32_t> fail(next.size(), 0), queue;
     for (int c = 0; c < 256; ++c) {
       int32_t& t = next[0][static_cast<size_t>(c)];
-      if (t < 0) t = 0;
-      else queue.push_back(t);
+      if (t < 0)
+        t = 0;
+      else
+        queue.push_back(t);
     }
     for (size_t qi = 0; qi < queue.size(); ++qi) {
       const int32_t s = queue[qi];
@@ -278,7 +285,8 @@ Element marker_rules(Grammar& g, std::string_view name, const MarkerAutomaton& a
   for (size_t s = 0; s < a.next.size(); ++s) {
     if (a.final[s]) continue;
     std::vector<ByteSet> to(a.next.size());
-    for (int c = 0; c < 256; ++c) to[static_cast<size_t>(a.next[s][static_cast<size_t>(c)])].add(static_cast<uint8_t>(c));
+    for (int c = 0; c < 256; ++c)
+      to[static_cast<size_t>(a.next[s][static_cast<size_t>(c)])].add(static_cast<uint8_t>(c));
     std::vector<Sequence> alts;
     for (size_t t = 0; t < to.size(); ++t) {
       if (to[t].empty()) continue;
@@ -291,10 +299,14 @@ Element marker_rules(Grammar& g, std::string_view name, const MarkerAutomaton& a
   return Grammar::ref(ids[0]);
 }
 
-int utf8_len(char32_t c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
+int utf8_len(char32_t c) {
+  return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+}
 void encode(char32_t c, uint8_t* out) {
   switch (utf8_len(c)) {
-    case 1: out[0] = static_cast<uint8_t>(c); break;
+    case 1:
+      out[0] = static_cast<uint8_t>(c);
+      break;
     case 2:
       out[0] = static_cast<uint8_t>(0xC0 | (c >> 6));
       out[1] = static_cast<uint8_t>(0x80 | (c & 0x3F));

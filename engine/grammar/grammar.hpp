@@ -102,9 +102,9 @@ class Grammar {
   Sequence literal(std::string_view text);
 
   // Repetition of a sequence, each as a fresh rule (names derive from `name`).
-  Element optional(std::string_view name, Sequence s);           ///< s?
-  Element star(std::string_view name, Sequence s);               ///< s*
-  Element plus(std::string_view name, Sequence s);               ///< s+
+  Element optional(std::string_view name, Sequence s);  ///< s?
+  Element star(std::string_view name, Sequence s);      ///< s*
+  Element plus(std::string_view name, Sequence s);      ///< s+
   /** s{min,max}; max < 0: unbounded. Linear in max: bounded counts nest optionals. */
   Element repeat(std::string_view name, const Sequence& s, int64_t min, int64_t max);
   /** (s (sep s){min-1,max-1})? when min == 0, s (sep s){min-1,max-1} otherwise. */
@@ -125,14 +125,15 @@ class Grammar {
   std::unordered_map<std::string, uint32_t> names_;
   std::unordered_map<std::string, uint32_t> suffix_;
   std::unordered_map<std::string, uint32_t> set_index_;  ///< interned byte sets by their 32 bytes
-  size_t indexed_ = 0;                                    ///< sets[0, indexed_) are in set_index_
+  size_t indexed_ = 0;                                   ///< sets[0, indexed_) are in set_index_
 };
 
 /** Any bytes that contain none of `markers` (an Aho-Corasick automaton as one rule per state). */
 Element text_excluding(Grammar& g, std::string_view name, const std::vector<std::string>& markers);
 /** Any bytes up to and including the first occurrence of `marker` (e.g. reasoning up to </think>),
  *  containing none of `never` (e.g. a tool-call opener, which would end reasoning too). */
-Element text_until(Grammar& g, std::string_view name, std::string_view marker, const std::vector<std::string>& never = {});
+Element text_until(Grammar& g, std::string_view name, std::string_view marker,
+                   const std::vector<std::string>& never = {});
 
 /** The UTF-8 encodings of the code points [lo, hi] as byte-set sequences (alternatives), each a
  *  valid UTF-8 sequence; surrogates (U+D800–U+DFFF) are excluded. */

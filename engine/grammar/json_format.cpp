@@ -13,8 +13,10 @@ const std::string kDigit = "[0-9]";
 // Years divisible by 4 but not by 100, or by 400.
 const std::string kLeapYear = "(?:[0-9][0-9](?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)";
 const std::string kDate =
-    "(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
-    "|" + kLeapYear + "-02-29)";
+    "(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1["
+    "0-9]|2[0-8]))"
+    "|" +
+    kLeapYear + "-02-29)";
 const std::string kFrac = "(?:\\.[0-9]+)?";
 const std::string kOffset = "(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
 // Seconds 00-59; second 60 is handled by leap_second().
@@ -56,7 +58,9 @@ Element regex(Grammar& g, const std::string& re, std::string_view name) {
   return compile_regex(g, re, RegexOptions{.json_string = true, .search = false}, name);
 }
 
-Sequence two_digits(Grammar& g, int v) { return {g.byte(static_cast<uint8_t>('0' + v / 10)), g.byte(static_cast<uint8_t>('0' + v % 10))}; }
+Sequence two_digits(Grammar& g, int v) {
+  return {g.byte(static_cast<uint8_t>('0' + v / 10)), g.byte(static_cast<uint8_t>('0' + v % 10))};
+}
 
 // HH:MM:60[.frac](Z|±hh:mm) where HH:MM minus the offset is 23:59 UTC. The local minute pairs with
 // the offset minute and the local hour with the offset hour, crossing each other, so the finite
@@ -107,7 +111,8 @@ Element leap_second(Grammar& g, std::string_view name) {
 }
 
 Element time_content(Grammar& g, std::string_view name) {
-  return g.add(name, {{regex(g, kTimeNoLeap, fmt::format("{}-regular", name))}, {leap_second(g, fmt::format("{}-leap", name))}});
+  return g.add(
+      name, {{regex(g, kTimeNoLeap, fmt::format("{}-regular", name))}, {leap_second(g, fmt::format("{}-leap", name))}});
 }
 
 }  // namespace

@@ -322,7 +322,9 @@ MagnitudeBounds magnitude_bounds(const NumberSpec& spec, bool negative) {
   return mb;
 }
 
-Sequence seq(std::initializer_list<Element> e) { return Sequence(e); }
+Sequence seq(std::initializer_list<Element> e) {
+  return Sequence(e);
+}
 
 // Integral values in exponent notation, exactly for the forms listed: mantissas with up to
 // kMaxDigits significant fraction digits and positive exponents at least that count; mantissas
@@ -342,14 +344,16 @@ Element integer_grammar(Grammar& g, std::string_view name) {
   const Element zeros = g.star(fmt::format("{}-zeros", name), {zero});
   const Element frac0 = g.optional(fmt::format("{}-frac0", name), {g.byte('.'), zero, zeros});  // (\.0+)?
   const Element plus = g.optional(fmt::format("{}-plus", name), {g.byte('+')});
-  auto digit_range = [&](int lo, int hi) { return g.bytes(ByteSet::range(static_cast<uint8_t>('0' + lo), static_cast<uint8_t>('0' + hi))); };
+  auto digit_range = [&](int lo, int hi) {
+    return g.bytes(ByteSet::range(static_cast<uint8_t>('0' + lo), static_cast<uint8_t>('0' + hi)));
+  };
   std::vector<Sequence> alts;
   // 0, 0.000, with any exponent: always zero.
   const Element sign = g.optional(fmt::format("{}-esign", name), {g.bytes([] {
-                                                                     ByteSet s = ByteSet::of('+');
-                                                                     s.add('-');
-                                                                     return s;
-                                                                   }())});
+                                    ByteSet s = ByteSet::of('+');
+                                    s.add('-');
+                                    return s;
+                                  }())});
   const Element exp_any = g.optional(fmt::format("{}-exp", name), {e, sign, d, digits});
   alts.push_back({zero, frac0, exp_any});
   // [1-9][0-9]* (.0+)? : plain integers.

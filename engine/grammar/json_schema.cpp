@@ -53,13 +53,34 @@ enum TypeBits : uint8_t {
 };
 
 // Keywords this compiler acts on, and the ones it may ignore without changing the language.
-const std::set<std::string, std::less<>> kHandled = {
-    "type", "enum", "const", "properties", "required", "additionalProperties", "items", "prefixItems",
-    "minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "pattern", "minLength",
-    "maxLength", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+const std::set<std::string, std::less<>> kHandled = {"type",
+                                                     "enum",
+                                                     "const",
+                                                     "properties",
+                                                     "required",
+                                                     "additionalProperties",
+                                                     "items",
+                                                     "prefixItems",
+                                                     "minItems",
+                                                     "maxItems",
+                                                     "anyOf",
+                                                     "oneOf",
+                                                     "allOf",
+                                                     "$ref",
+                                                     "$defs",
+                                                     "definitions",
+                                                     "pattern",
+                                                     "minLength",
+                                                     "maxLength",
+                                                     "format",
+                                                     "minimum",
+                                                     "maximum",
+                                                     "exclusiveMinimum",
+                                                     "exclusiveMaximum"};
 const std::set<std::string, std::less<>> kIgnored = {
-    "$schema", "$id", "$comment", "title", "description", "default", "examples", "deprecated", "readOnly",
-    "writeOnly", "$anchor", "contentMediaType", "contentEncoding", "contentSchema", "$vocabulary"};
+    "$schema",         "$id",           "$comment",   "title",     "description", "default",
+    "examples",        "deprecated",    "readOnly",   "writeOnly", "$anchor",     "contentMediaType",
+    "contentEncoding", "contentSchema", "$vocabulary"};
 
 std::string pointer_token(std::string_view key) {
   std::string out;
@@ -74,7 +95,9 @@ std::string pointer_token(std::string_view key) {
   return out;
 }
 
-std::string child(const std::string& ptr, std::string_view key) { return ptr + "/" + pointer_token(key); }
+std::string child(const std::string& ptr, std::string_view key) {
+  return ptr + "/" + pointer_token(key);
+}
 std::string child(const std::string& ptr, std::string_view key, size_t index) {
   return fmt::format("{}/{}/{}", ptr, key, index);
 }
@@ -114,19 +137,26 @@ uint8_t type_bit(const std::string& t, const std::string& where) {
   if (t == "string") return kString;
   if (t == "integer") return kInt;
   if (t == "number") return kInt | kFrac;
-  throw GrammarError(fmt::format("unknown type '{}' (expected null, boolean, object, array, string, integer, number)", t),
-                     where);
+  throw GrammarError(
+      fmt::format("unknown type '{}' (expected null, boolean, object, array, string, integer, number)", t), where);
 }
 
 uint8_t value_type(const Json& v) {
   switch (v.type()) {
-    case Json::value_t::null: return kNull;
-    case Json::value_t::boolean: return kBool;
-    case Json::value_t::object: return kObject;
-    case Json::value_t::array: return kArray;
-    case Json::value_t::string: return kString;
-    case Json::value_t::number_float: return parse_decimal(v.dump()).is_integral() ? kInt : kFrac;
-    default: return kInt;
+    case Json::value_t::null:
+      return kNull;
+    case Json::value_t::boolean:
+      return kBool;
+    case Json::value_t::object:
+      return kObject;
+    case Json::value_t::array:
+      return kArray;
+    case Json::value_t::string:
+      return kString;
+    case Json::value_t::number_float:
+      return parse_decimal(v.dump()).is_integral() ? kInt : kFrac;
+    default:
+      return kInt;
   }
 }
 
@@ -152,7 +182,8 @@ bool json_equal(const Json& a, const Json& b) {
 int64_t count_keyword(const Json& n, const char* kw, const std::string& where) {
   const Json& v = n[kw];
   if (v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0)) return v.get<int64_t>();
-  if (v.is_number_float() && v.get<double>() >= 0 && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())))
+  if (v.is_number_float() && v.get<double>() >= 0 &&
+      v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())))
     return static_cast<int64_t>(v.get<double>());
   throw GrammarError(fmt::format("'{}' must be a non-negative integer", kw), where);
 }
@@ -296,10 +327,11 @@ std::string Compiler::resolve_ref(const std::string& ptr, const Json& ref) const
   for (size_t k = ptr.find('/', 1); !ptr.empty(); k = ptr.find('/', k + 1)) {
     const std::string up = k == std::string::npos ? ptr : ptr.substr(0, k);
     if (at(up).is_object() && at(up).contains("$id"))
-      throw GrammarError(fmt::format("$ref '{}' inside a subschema with its own $id is not supported; use refs relative "
-                                     "to the root document",
-                                     s),
-                         where(w));
+      throw GrammarError(
+          fmt::format("$ref '{}' inside a subschema with its own $id is not supported; use refs relative "
+                      "to the root document",
+                      s),
+          where(w));
     if (k == std::string::npos) break;
   }
   if (s.empty() || s[0] != '#')
@@ -309,7 +341,8 @@ std::string Compiler::resolve_ref(const std::string& ptr, const Json& ref) const
   if (frag.empty()) return "";
   if (frag[0] != '/') {
     auto it = anchors_.find(frag);
-    if (it == anchors_.end()) throw GrammarError(fmt::format("$ref '{}': no $anchor '{}' in this document", s, frag), where(w));
+    if (it == anchors_.end())
+      throw GrammarError(fmt::format("$ref '{}': no $anchor '{}' in this document", s, frag), where(w));
     return it->second;
   }
   try {
@@ -343,7 +376,8 @@ void Compiler::closure(PtrSet& s) const {
     check_keywords(p, n);
     if (n.contains("$ref")) add(resolve_ref(p, n["$ref"]));
     if (auto it = n.find("allOf"); it != n.end()) {
-      if (!it->is_array() || it->empty()) throw GrammarError("allOf must be a non-empty array", where(child(p, "allOf")));
+      if (!it->is_array() || it->empty())
+        throw GrammarError("allOf must be a non-empty array", where(child(p, "allOf")));
       for (size_t i = 0; i < it->size(); ++i) add(child(p, "allOf", i));
     }
   }
@@ -361,7 +395,8 @@ void Compiler::expand(PtrSet s, std::vector<PtrSet>& out) const {
     for (const char* kw : {"anyOf", "oneOf"}) {
       auto it = n.find(kw);
       if (it == n.end()) continue;
-      if (!it->is_array() || it->empty()) throw GrammarError(fmt::format("{} must be a non-empty array", kw), where(child(p, kw)));
+      if (!it->is_array() || it->empty())
+        throw GrammarError(fmt::format("{} must be a non-empty array", kw), where(child(p, kw)));
       std::vector<std::string> alts;
       bool satisfied = false;
       for (size_t i = 0; i < it->size(); ++i) {
@@ -374,8 +409,9 @@ void Compiler::expand(PtrSet s, std::vector<PtrSet>& out) const {
         next.insert(a);
         expand(std::move(next), out);
         if (out.size() > kMaxFlats)
-          throw GrammarError(fmt::format("anyOf / oneOf combinations exceed {} alternatives; simplify the schema", kMaxFlats),
-                             where(p));
+          throw GrammarError(
+              fmt::format("anyOf / oneOf combinations exceed {} alternatives; simplify the schema", kMaxFlats),
+              where(p));
       }
       return;
     }
@@ -397,7 +433,8 @@ Merged Compiler::merge(const PtrSet& flat) const {
     auto it = at(p).is_object() ? at(p).find("required") : at(p).end();
     if (it == at(p).end()) continue;
     for (const Json& k : *it)
-      if (std::find(m.keys.begin(), m.keys.end(), k.get<std::string>()) == m.keys.end()) m.keys.push_back(k.get<std::string>());
+      if (std::find(m.keys.begin(), m.keys.end(), k.get<std::string>()) == m.keys.end())
+        m.keys.push_back(k.get<std::string>());
   }
   if (!(m.types & kFrac)) m.num.integer = true;
   if (m.types & kString) check_string_keywords(m);
@@ -410,7 +447,8 @@ void Compiler::merge_one(Merged& m, const std::string& p, const Json& n) const {
     if (it->is_string()) {
       bits = type_bit(it->get<std::string>(), where(child(p, "type")));
     } else if (it->is_array()) {
-      for (const Json& t : *it) bits |= type_bit(t.is_string() ? t.get<std::string>() : t.dump(), where(child(p, "type")));
+      for (const Json& t : *it)
+        bits |= type_bit(t.is_string() ? t.get<std::string>() : t.dump(), where(child(p, "type")));
     } else {
       throw GrammarError("type must be a string or an array of strings", where(child(p, "type")));
     }
@@ -471,7 +509,8 @@ void Compiler::merge_one(Merged& m, const std::string& p, const Json& n) const {
     m.has_properties = true;
     for (const Json& k : *it) m.required.insert(k.get<std::string>());
   }
-  if (n.contains("minItems")) m.min_items = std::max(m.min_items, count_keyword(n, "minItems", where(child(p, "minItems"))));
+  if (n.contains("minItems"))
+    m.min_items = std::max(m.min_items, count_keyword(n, "minItems", where(child(p, "minItems"))));
   if (n.contains("maxItems")) {
     const int64_t v = count_keyword(n, "maxItems", where(child(p, "maxItems")));
     m.max_items = m.max_items < 0 ? v : std::min(m.max_items, v);
@@ -486,16 +525,18 @@ void Compiler::merge_one(Merged& m, const std::string& p, const Json& n) const {
 // need their own grammar cannot be combined.
 void Compiler::check_string_keywords(const Merged& m) const {
   if (m.patterns.size() > 1)
-    throw GrammarError("allOf that cannot be merged: two different patterns apply to one string; combine them into one "
-                       "pattern",
-                       m.patterns[1].second);
+    throw GrammarError(
+        "allOf that cannot be merged: two different patterns apply to one string; combine them into one "
+        "pattern",
+        m.patterns[1].second);
   if (m.formats.size() > 1)
     throw GrammarError("allOf that cannot be merged: two different formats apply to one string", m.formats[1].second);
   const bool length = m.min_len > 0 || m.max_len >= 0;
   if (!m.patterns.empty() && length)
-    throw GrammarError("pattern together with minLength / maxLength is not supported; put the length into the pattern "
-                       "(e.g. ^.{2,5}$ combined with it)",
-                       m.patterns[0].second);
+    throw GrammarError(
+        "pattern together with minLength / maxLength is not supported; put the length into the pattern "
+        "(e.g. ^.{2,5}$ combined with it)",
+        m.patterns[0].second);
   if (!m.patterns.empty() && !m.formats.empty())
     throw GrammarError("pattern together with format is not supported; use one of them", m.patterns[0].second);
   if (!m.formats.empty() && length)
@@ -504,7 +545,8 @@ void Compiler::check_string_keywords(const Merged& m) const {
 }
 
 bool Compiler::is_false(const Conj& conj) const {
-  return std::any_of(conj.begin(), conj.end(), [&](const std::string& p) { return at(p).is_boolean() && !at(p).get<bool>(); });
+  return std::any_of(conj.begin(), conj.end(),
+                     [&](const std::string& p) { return at(p).is_boolean() && !at(p).get<bool>(); });
 }
 
 Conj Compiler::key_conj(const PtrSet& flat, const std::string& key) const {
@@ -567,12 +609,17 @@ bool Compiler::valid_flat(const Json& v, const PtrSet& flat) const {
   if (m.values && std::none_of(m.values->begin(), m.values->end(), [&](const Json& e) { return json_equal(e, v); }))
     return false;
   switch (t) {
-    case kString: return valid_string(v.get<std::string>(), m);
+    case kString:
+      return valid_string(v.get<std::string>(), m);
     case kInt:
-    case kFrac: return number_in(m.num, parse_decimal(v.dump()));
-    case kObject: return valid_object(v, flat, m);
-    case kArray: return valid_array(v, flat, m);
-    default: return true;
+    case kFrac:
+      return number_in(m.num, parse_decimal(v.dump()));
+    case kObject:
+      return valid_object(v, flat, m);
+    case kArray:
+      return valid_array(v, flat, m);
+    default:
+      return true;
   }
 }
 
@@ -693,7 +740,7 @@ Element Compiler::char_unit() {
   for (char c : std::string_view("\"\\/bfnrt")) shorts.add(static_cast<uint8_t>(c));
   alts.push_back({bs, g_.bytes(shorts)});
   alts.push_back({bs, u, g_.bytes(hex_set("0123456789abcef")), hex, hex, hex});  // not D…
-  alts.push_back({bs, u, d, g_.bytes(ByteSet::range('0', '7')), hex, hex});     // D000–D7FF
+  alts.push_back({bs, u, d, g_.bytes(ByteSet::range('0', '7')), hex, hex});      // D000–D7FF
   alts.push_back({high, low});
   return pieces_.emplace("char", g_.add("char", std::move(alts))).first->second;
 }
@@ -722,7 +769,8 @@ Element Compiler::string_alt(const Merged& m) {
     const Element p = compile_regex(g_, m.patterns[0].first, RegexOptions{.json_string = true, .search = true});
     return g_.add("string-pattern", {{quote, p, quote}});
   }
-  if (!m.formats.empty()) return g_.add("string-format", {{quote, format_content(g_, m.formats[0].first, m.formats[0].second), quote}});
+  if (!m.formats.empty())
+    return g_.add("string-format", {{quote, format_content(g_, m.formats[0].first, m.formats[0].second), quote}});
   if (m.min_len == 0 && m.max_len < 0) {
     if (auto it = pieces_.find("string"); it != pieces_.end()) return it->second;
     return pieces_.emplace("string", g_.add("string", {{quote, any_string_content(), quote}})).first->second;
@@ -850,7 +898,8 @@ std::optional<Element> Compiler::array_alt(const PtrSet& flat, const Merged& m) 
     const auto si = static_cast<int64_t>(i);
     if (max >= 0 && si >= max) return {};
     if (i >= np)
-      return {g_.repeat("items", cat(sep(','), {item(i)}), std::max<int64_t>(m.min_items - si, 0), max < 0 ? -1 : max - si)};
+      return {g_.repeat("items", cat(sep(','), {item(i)}), std::max<int64_t>(m.min_items - si, 0),
+                        max < 0 ? -1 : max - si)};
     std::vector<Sequence> alts = {cat(cat(sep(','), {item(i)}), rest(i + 1))};
     if (si >= m.min_items) alts.push_back({});
     return {g_.add("items-from", std::move(alts))};
@@ -899,7 +948,8 @@ Element Compiler::literal_value(const Json& v) {
       }
       return g_.add("const-array", {cat(cat(cat(cat({g_.byte('[')}, ws()), body), ws()), {g_.byte(']')})});
     }
-    default: return g_.add("const", {g_.literal(v.dump())});
+    default:
+      return g_.add("const", {g_.literal(v.dump())});
   }
 }
 

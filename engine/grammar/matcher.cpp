@@ -35,7 +35,9 @@ constexpr int32_t kUnknown = -2;
 // request fails alone (its choice ends with the error) rather than taking the server's memory.
 constexpr size_t kMaxStacks = 4096, kMaxNodes = 2u << 20, kMaxStates = 200000;
 
-uint64_t pair_key(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b; }
+uint64_t pair_key(uint32_t a, uint32_t b) {
+  return (uint64_t{a} << 32) | b;
+}
 }  // namespace
 
 // ---- the compiled grammar, shared by requests
@@ -72,8 +74,12 @@ CompiledGrammar::CompiledGrammar(Grammar g, std::shared_ptr<const TokenTable> to
 }
 
 CompiledGrammar::~CompiledGrammar() = default;
-const Grammar& CompiledGrammar::grammar() const { return impl_->g; }
-const TokenTable& CompiledGrammar::tokens() const { return *impl_->tokens; }
+const Grammar& CompiledGrammar::grammar() const {
+  return impl_->g;
+}
+const TokenTable& CompiledGrammar::tokens() const {
+  return *impl_->tokens;
+}
 MaskCacheStats CompiledGrammar::cache_stats() const {
   std::lock_guard lock(impl_->mu);
   return impl_->stats;
@@ -113,9 +119,10 @@ struct Matcher::State {
   explicit State(const CompiledGrammar::Impl& impl) : c(impl) {}
 
   [[noreturn]] static void too_big(const char* what, size_t limit) {
-    throw GrammarError(fmt::format("the grammar is too ambiguous to run: more than {} {}; simplify it (an anyOf "
-                                   "or recursion whose branches start alike)",
-                                   limit, what));
+    throw GrammarError(
+        fmt::format("the grammar is too ambiguous to run: more than {} {}; simplify it (an anyOf "
+                    "or recursion whose branches start alike)",
+                    limit, what));
   }
 
   uint32_t node(uint32_t pos, uint32_t parent) {
@@ -263,7 +270,8 @@ struct Matcher::State {
   }
 };
 
-Matcher::Matcher(std::shared_ptr<const CompiledGrammar> g) : g_(std::move(g)), st_(std::make_unique<State>(g_->impl())) {
+Matcher::Matcher(std::shared_ptr<const CompiledGrammar> g)
+    : g_(std::move(g)), st_(std::make_unique<State>(g_->impl())) {
   st_->history.push_back(st_->start());
   st_->ended.push_back(0);
   if (st_->history.back() == kDead) throw GrammarError("the grammar matches nothing");
@@ -343,16 +351,22 @@ void Matcher::rollback(size_t n) {
   s.ended.resize(s.ended.size() - n);
 }
 
-size_t Matcher::history() const { return st_->history.size() - 1; }
+size_t Matcher::history() const {
+  return st_->history.size() - 1;
+}
 
-bool Matcher::can_end() const { return st_->sets[static_cast<size_t>(st_->history.back())].accept; }
+bool Matcher::can_end() const {
+  return st_->sets[static_cast<size_t>(st_->history.back())].accept;
+}
 
 bool Matcher::must_end() const {
   const auto& set = st_->sets[static_cast<size_t>(st_->history.back())];
   return set.accept && set.nodes.empty();
 }
 
-bool Matcher::is_ended() const { return st_->ended.back() != 0; }
+bool Matcher::is_ended() const {
+  return st_->ended.back() != 0;
+}
 
 std::string Matcher::forced() const {
   State& s = *st_;

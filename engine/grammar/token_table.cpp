@@ -26,7 +26,8 @@ TokenTable::TokenTable(std::vector<std::string> bytes, std::vector<int32_t> stop
   int32_t prev_id = -1;
   for (int32_t id : order) {
     const std::string& t = bytes_[static_cast<size_t>(id)];
-    if (t.size() > 0xFFFF) throw_error("[grammar] token {} is {} bytes long; at most 65535 are supported", id, t.size());
+    if (t.size() > 0xFFFF)
+      throw_error("[grammar] token {} is {} bytes long; at most 65535 are supported", id, t.size());
     if (prev && *prev == t) {
       dups_.push_back({prev_id, id});
       continue;
@@ -54,7 +55,9 @@ TokenTable::TokenTable(std::vector<std::string> bytes, std::vector<int32_t> stop
   }
 }
 
-bool TokenTable::is_stop(int32_t id) const { return std::find(stops_.begin(), stops_.end(), id) != stops_.end(); }
+bool TokenTable::is_stop(int32_t id) const {
+  return std::find(stops_.begin(), stops_.end(), id) != stops_.end();
+}
 
 std::shared_ptr<const TokenTable> TokenTable::from_tokenizer(const text::Tokenizer& tok, size_t n_vocab,
                                                              const std::vector<int32_t>& stop_ids,

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cctype>
-
 #include <nlohmann/json.hpp>
 
 #include "grammar/json_schema.hpp"
@@ -28,8 +27,8 @@ namespace {
 
 // Tags a qwen3_coder raw value must not contain: each would end the value, or (<function=) open a
 // nested example, in the parser's reading (docs/parsers.md).
-const std::vector<std::string> kQwenTags = {"</parameter>", "<parameter=", "<function=", "</function>", "<tool_call>",
-                                            "</tool_call>"};
+const std::vector<std::string> kQwenTags = {
+    "</parameter>", "<parameter=", "<function=", "</function>", "<tool_call>", "</tool_call>"};
 const std::string kGemmaQuote = "<|\"|>";
 // What a gemma4 string may not contain: its closing quote, and the call markers the parser finds by
 // a plain scan whatever the quoting.
@@ -40,11 +39,12 @@ const std::vector<std::string> kGemmaTags = {kGemmaQuote, "<tool_call|>", "<|too
 void check_name(const std::string& s, bool bare, const std::string& what, const std::string& where) {
   bool ok = !s.empty() && s.size() <= 256;
   for (unsigned char c : s)
-    ok = ok && (bare ? (std::isalnum(c) || c == '_' || c == '.' || c == '-' || c == ':') : (c != '<' && c != '>' && c != '\n' && c != '\r'));
+    ok = ok && (bare ? (std::isalnum(c) || c == '_' || c == '.' || c == '-' || c == ':')
+                     : (c != '<' && c != '>' && c != '\n' && c != '\r'));
   if (!ok)
-    throw GrammarError(fmt::format("{} '{}' cannot be written in this model's call syntax; use letters, digits and _ . - :",
-                                   what, s),
-                       where);
+    throw GrammarError(
+        fmt::format("{} '{}' cannot be written in this model's call syntax; use letters, digits and _ . - :", what, s),
+        where);
 }
 
 struct Param {
@@ -76,8 +76,8 @@ bool allows_string(const json& s) {
 // `forbidden` are the tags the text may not contain.
 Element raw_string(Grammar& g, const json& s, std::string_view name, const std::vector<std::string>& forbidden,
                    const std::string& where) {
-  static const char* const kAnnotations[] = {"type",    "description", "title",      "default", "examples",
-                                             "$comment", "deprecated",  "readOnly",   "writeOnly"};
+  static const char* const kAnnotations[] = {"type",     "description", "title",    "default",  "examples",
+                                             "$comment", "deprecated",  "readOnly", "writeOnly"};
   for (auto it = s.begin(); it != s.end(); ++it) {
     const std::string& k = it.key();
     bool known = k == "enum" || k == "const" || k == "pattern" || k == "minLength" || k == "maxLength";
@@ -94,9 +94,9 @@ Element raw_string(Grammar& g, const json& s, std::string_view name, const std::
       const std::string text = v.get<std::string>();
       for (const std::string& tag : forbidden)
         if (text.find(tag) != std::string::npos)
-          throw GrammarError(fmt::format("the value '{}' contains '{}', which the tool-call syntax reads as markup",
-                                         text, tag),
-                             where + "/enum");
+          throw GrammarError(
+              fmt::format("the value '{}' contains '{}', which the tool-call syntax reads as markup", text, tag),
+              where + "/enum");
       alts.push_back(g.literal(text));
     }
     if (alts.empty()) throw GrammarError("no string value is allowed", where + "/enum");
@@ -152,8 +152,7 @@ std::vector<Param> params_of(const json& p, const std::string& where) {
   if (auto props = p.find("properties"); props != p.end()) {
     if (!props->is_object()) throw GrammarError("'properties' must be an object", where + "/properties");
     for (auto it = props->begin(); it != props->end(); ++it)
-      out.push_back({it.key(), it.value(),
-                     std::find(required.begin(), required.end(), it.key()) != required.end()});
+      out.push_back({it.key(), it.value(), std::find(required.begin(), required.end(), it.key()) != required.end()});
   }
   for (const std::string& r : required) {
     bool declared = false;
@@ -181,11 +180,12 @@ Element qwen_call(Grammar& g, const ToolSpec& t, const json& p, const ToolCallOp
     check_name(q.key, false, "the parameter name", w);
     const std::string name = fmt::format("{}-{}", t.name, q.key);
     if (allows_string(q.schema) && !string_only(q.schema))
-      throw GrammarError("a parameter that may be a string or another type cannot be constrained in the qwen3_coder "
-                         "syntax (its values are raw text); give it one type",
-                         w + "/type");
-    Element value = string_only(q.schema) ? raw_string(g, q.schema, name, kQwenTags, w)
-                                          : json_value(g, q.schema, defs, o, name, w);
+      throw GrammarError(
+          "a parameter that may be a string or another type cannot be constrained in the qwen3_coder "
+          "syntax (its values are raw text); give it one type",
+          w + "/type");
+    Element value =
+        string_only(q.schema) ? raw_string(g, q.schema, name, kQwenTags, w) : json_value(g, q.schema, defs, o, name, w);
     Sequence block = g.literal(fmt::format("<parameter={}>\n", q.key));
     block.push_back(value);
     Sequence close = g.literal("\n</parameter>\n");
@@ -219,9 +219,10 @@ Element gemma_call(Grammar& g, const ToolSpec& t, const json& p, const ToolCallO
       pair.push_back(g.add(fmt::format("{}-str", name), {std::move(quoted)}));
     } else {
       if (allows_string(q.schema))
-        throw GrammarError("a parameter that may be a string or another type cannot be constrained in the gemma4 "
-                           "syntax; give it one type",
-                           w + "/type");
+        throw GrammarError(
+            "a parameter that may be a string or another type cannot be constrained in the gemma4 "
+            "syntax; give it one type",
+            w + "/type");
       pair.push_back(json_value(g, q.schema, defs, o, name, w));
     }
     pairs.push_back(std::move(pair));

@@ -44,9 +44,9 @@ ReasoningFrame reasoning_frame(std::string_view parser, std::string_view tail, i
 
 namespace {
 
-constexpr int kBodyWhitespace = 8;     // around a JSON body, and after reasoning
-constexpr int kValueWhitespace = 24;   // between JSON tokens (pretty printing nests a few levels)
-constexpr int kToolJsonWhitespace = 2; // inside JSON values of tool calls
+constexpr int kBodyWhitespace = 8;      // around a JSON body, and after reasoning
+constexpr int kValueWhitespace = 24;    // between JSON tokens (pretty printing nests a few levels)
+constexpr int kToolJsonWhitespace = 2;  // inside JSON values of tool calls
 
 Element whitespace(Grammar& g, int most) {
   grammar::ByteSet ws;
@@ -139,9 +139,8 @@ std::shared_ptr<const grammar::TokenTable> GrammarCache::tokens(bool specials_as
 }
 
 std::shared_ptr<const grammar::CompiledGrammar> GrammarCache::get(const ConstraintSpec& spec,
-                                                                   const ReasoningFrame& frame,
-                                                                   std::string_view tool_parser,
-                                                                   bool specials_as_text) {
+                                                                  const ReasoningFrame& frame,
+                                                                  std::string_view tool_parser, bool specials_as_text) {
   if (!tok_) throw_error("[serve] this model has no tokenizer, so its output cannot be constrained");
   std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|", static_cast<int>(spec.kind), spec.strict,
                                 spec.parallel, spec.calls_optional, frame.open, frame.close, frame.inside,

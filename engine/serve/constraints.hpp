@@ -26,9 +26,9 @@ namespace kiln::serve {
 struct ConstraintSpec {
   enum class Kind { none, json_object, json_schema, regex, ebnf, tools };
   Kind kind = Kind::none;
-  std::string text;         ///< json_schema: the schema's JSON; regex; ebnf
-  std::string param;        ///< the request field it came from (400s name it)
-  bool strict = true;       ///< json_schema: additionalProperties false unless the schema says otherwise
+  std::string text;                      ///< json_schema: the schema's JSON; regex; ebnf
+  std::string param;                     ///< the request field it came from (400s name it)
+  bool strict = true;                    ///< json_schema: additionalProperties false unless the schema says otherwise
   std::vector<grammar::ToolSpec> tools;  ///< tools: the calls allowed (all for "required", one when named)
   bool parallel = true;                  ///< tools: parallel_tool_calls
   bool calls_optional = false;           ///< tools: text, or calls (tool_choice auto with strict tools)
@@ -37,8 +37,8 @@ struct ConstraintSpec {
 
 /** Where the output starts with respect to the model's reasoning markers. */
 struct ReasoningFrame {
-  std::string open, close;  ///< empty: the model has no reasoning parser kiln knows
-  bool inside = false;      ///< the prompt opened the block: the output starts in it
+  std::string open, close;         ///< empty: the model has no reasoning parser kiln knows
+  bool inside = false;             ///< the prompt opened the block: the output starts in it
   std::vector<std::string> never;  ///< texts reasoning may not contain (tool-call openers: they end it too)
 };
 
@@ -53,8 +53,7 @@ grammar::Grammar build_grammar(const ConstraintSpec& spec, const ReasoningFrame&
 /** Compiled grammars of one served model, shared by its requests (thread-safe). */
 class GrammarCache {
  public:
-  GrammarCache(const text::Tokenizer* tokenizer, size_t n_vocab, std::vector<int32_t> stop_ids,
-               size_t capacity = 64);
+  GrammarCache(const text::Tokenizer* tokenizer, size_t n_vocab, std::vector<int32_t> stop_ids, size_t capacity = 64);
   ~GrammarCache();
   /**
    * The compiled grammar for a request: found, or built and kept (least recently used out). Throws

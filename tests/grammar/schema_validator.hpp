@@ -20,12 +20,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <vector>
 
@@ -320,10 +320,10 @@ class SchemaValidator {
     if (depth > 200) throw Unsupported("schema too deep");
     if (s.is_boolean()) return;
     if (!s.is_object()) throw Unsupported("schema is not an object or boolean");
-    static const std::set<std::string> kLeaf = {"type", "enum", "const", "required", "minItems", "maxItems",
-                                                "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-                                                "exclusiveMaximum"};
-    static const std::set<std::string> kAnnotations = {"$schema", "$comment", "title",    "description", "default",
+    static const std::set<std::string> kLeaf = {
+        "type",      "enum",      "const",   "required", "minItems",         "maxItems",
+        "minLength", "maxLength", "minimum", "maximum",  "exclusiveMinimum", "exclusiveMaximum"};
+    static const std::set<std::string> kAnnotations = {"$schema",  "$comment",   "title",    "description", "default",
                                                        "examples", "deprecated", "readOnly", "writeOnly"};
     for (auto it = s.begin(); it != s.end(); ++it) {
       const std::string& k = it.key();
@@ -381,9 +381,10 @@ class SchemaValidator {
       const wchar_t c = p[i];
       if (c == L'\\' && i + 1 < p.size()) {
         const wchar_t e = p[++i];
-        const std::wstring* set = (e == L'd' || e == L'D') ? &kD : (e == L'w' || e == L'W') ? &kW
-                                  : (e == L's' || e == L'S')   ? &kS
-                                                               : nullptr;
+        const std::wstring* set = (e == L'd' || e == L'D')   ? &kD
+                                  : (e == L'w' || e == L'W') ? &kW
+                                  : (e == L's' || e == L'S') ? &kS
+                                                             : nullptr;
         const bool negated = e == L'D' || e == L'W' || e == L'S';
         if (!set || (in_class && negated)) {  // other escapes, and negations inside a class, stay
           out += c;

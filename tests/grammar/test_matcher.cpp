@@ -1,13 +1,12 @@
 // The matcher against the independent recognizer: random grammars and inputs, masks against
 // token-by-token acceptance, rollback, jump-forward, stop tokens and the shared mask cache.
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <atomic>
 #include <optional>
-#include <thread>
 #include <random>
+#include <thread>
 
 #include "grammar/matcher.hpp"
 #include "recognizer.hpp"
@@ -78,7 +77,9 @@ std::shared_ptr<const TokenTable> abc_tokens() {
   return std::make_shared<const TokenTable>(v, std::vector<int32_t>{static_cast<int32_t>(v.size() - 1)});
 }
 
-bool bit(const std::vector<uint64_t>& m, size_t t) { return (m[t >> 6] >> (t & 63)) & 1; }
+bool bit(const std::vector<uint64_t>& m, size_t t) {
+  return (m[t >> 6] >> (t & 63)) & 1;
+}
 
 TEST(Matcher, AgreesWithTheRecognizerOnRandomGrammars) {
   std::mt19937 rng(7);
@@ -279,19 +280,22 @@ TEST(Utf8Range, EncodesEveryCodePointOnceAndNoSurrogates) {
   Recognizer rec(g);
   auto enc = [](char32_t c) {
     std::string s;
-    if (c < 0x80) s.push_back(static_cast<char>(c));
-    else if (c < 0x800) s += {static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
+    if (c < 0x80)
+      s.push_back(static_cast<char>(c));
+    else if (c < 0x800)
+      s += {static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
     else if (c < 0x10000)
-      s += {static_cast<char>(0xE0 | (c >> 12)), static_cast<char>(0x80 | ((c >> 6) & 0x3F)), static_cast<char>(0x80 | (c & 0x3F))};
+      s += {static_cast<char>(0xE0 | (c >> 12)), static_cast<char>(0x80 | ((c >> 6) & 0x3F)),
+            static_cast<char>(0x80 | (c & 0x3F))};
     else
       s += {static_cast<char>(0xF0 | (c >> 18)), static_cast<char>(0x80 | ((c >> 12) & 0x3F)),
             static_cast<char>(0x80 | ((c >> 6) & 0x3F)), static_cast<char>(0x80 | (c & 0x3F))};
     return s;
   };
-  for (char32_t c : {0x6Fu, 0x70u, 0x7Fu, 0x80u, 0x7FFu, 0x800u, 0xD7FFu, 0xD800u, 0xDFFFu, 0xE000u, 0xFFFFu, 0x10000u,
-                     0x10FFFFu})
+  for (char32_t c :
+       {0x6Fu, 0x70u, 0x7Fu, 0x80u, 0x7FFu, 0x800u, 0xD7FFu, 0xD800u, 0xDFFFu, 0xE000u, 0xFFFFu, 0x10000u, 0x10FFFFu})
     EXPECT_EQ(rec.accepts(enc(c)), c >= 0x70 && (c < 0xD800 || c > 0xDFFF)) << std::hex << static_cast<uint32_t>(c);
-  EXPECT_FALSE(rec.accepts("\xC0\x80"));      // overlong
+  EXPECT_FALSE(rec.accepts("\xC0\x80"));          // overlong
   EXPECT_FALSE(rec.accepts("\xF4\x90\x80\x80"));  // past U+10FFFF
   EXPECT_FALSE(rec.accepts("\x80"));
 }
@@ -424,7 +428,8 @@ TEST(Matcher, DeepReferenceChainsDoNotOverflowTheStack) {
   constexpr int kDepth = 200000;
   std::vector<uint32_t> ids;
   for (int i = 0; i < kDepth; ++i) ids.push_back(g.rule("r"));
-  for (int i = 0; i + 1 < kDepth; ++i) g.define(ids[static_cast<size_t>(i)], {{Grammar::ref(ids[static_cast<size_t>(i) + 1]), g.byte('a')}});
+  for (int i = 0; i + 1 < kDepth; ++i)
+    g.define(ids[static_cast<size_t>(i)], {{Grammar::ref(ids[static_cast<size_t>(i) + 1]), g.byte('a')}});
   g.define(ids.back(), {{g.byte('b')}});
   g.root = ids[0];
   Matcher m(std::make_shared<const CompiledGrammar>(g, abc_tokens()));

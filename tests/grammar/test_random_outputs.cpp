@@ -12,8 +12,8 @@
 // KILN_RANDOM_OUTPUTS_SCHEMAS=N runs N schemas instead (a longer hunt for bugs);
 // KILN_RANDOM_OUTPUTS_VERBOSE=1 prints every schema with its token count and time, and each capped
 // document.
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
@@ -111,19 +111,52 @@ class SchemaGen {
   }
 
   Json pattern_schema() {
-    static const std::vector<std::string> kPatterns = {
-        "^[a-z]{2,5}$",       "^\\d{3}-\\d{4}$",     "^[A-Z][a-z]{1,6}$",   "^(red|green|blue)$", "^[0-9a-f]{4,8}$",
-        "^x-[a-z0-9_]{1,6}$", "^\\w{1,4}\\.\\w{1,3}$", "^[A-Z]{3}$",        "^(ab|cd)+$",         "^a+b?$",
-        "^[+-]?\\d{1,3}(\\.\\d{1,2})?$", "^#[0-9A-Fa-f]{6}$", "^\\S{1,5}$", "^(?:v\\d)(\\.\\d){0,2}$",
-        "^[^\"\\\\]{0,4}$",   "^\\s?[a-c]{1,3}\\s?$"};
+    static const std::vector<std::string> kPatterns = {"^[a-z]{2,5}$",
+                                                       "^\\d{3}-\\d{4}$",
+                                                       "^[A-Z][a-z]{1,6}$",
+                                                       "^(red|green|blue)$",
+                                                       "^[0-9a-f]{4,8}$",
+                                                       "^x-[a-z0-9_]{1,6}$",
+                                                       "^\\w{1,4}\\.\\w{1,3}$",
+                                                       "^[A-Z]{3}$",
+                                                       "^(ab|cd)+$",
+                                                       "^a+b?$",
+                                                       "^[+-]?\\d{1,3}(\\.\\d{1,2})?$",
+                                                       "^#[0-9A-Fa-f]{6}$",
+                                                       "^\\S{1,5}$",
+                                                       "^(?:v\\d)(\\.\\d){0,2}$",
+                                                       "^[^\"\\\\]{0,4}$",
+                                                       "^\\s?[a-c]{1,3}\\s?$"};
     return {{"type", "string"}, {"pattern", one_of(kPatterns)}};
   }
 
   Json value_pool() {
-    static const std::vector<Json> kPool = {
-        "red", "green", "", "a\"b", "back\\slash", "é", "日本", "tab\there", "line\nbreak", "😀", "ctl\x01",
-        0, -1, 7, 2.5, -0.125, 1e3, 123456, true, false, nullptr, Json::array({1, "x"}), Json::array(),
-        Json{{"k", "v"}}, Json{{"n", Json::array({nullptr, 1.5})}}, Json::object()};
+    static const std::vector<Json> kPool = {"red",
+                                            "green",
+                                            "",
+                                            "a\"b",
+                                            "back\\slash",
+                                            "é",
+                                            "日本",
+                                            "tab\there",
+                                            "line\nbreak",
+                                            "😀",
+                                            "ctl\x01",
+                                            0,
+                                            -1,
+                                            7,
+                                            2.5,
+                                            -0.125,
+                                            1e3,
+                                            123456,
+                                            true,
+                                            false,
+                                            nullptr,
+                                            Json::array({1, "x"}),
+                                            Json::array(),
+                                            Json{{"k", "v"}},
+                                            Json{{"n", Json::array({nullptr, 1.5})}},
+                                            Json::object()};
     return one_of(kPool);
   }
 
@@ -174,10 +207,14 @@ class SchemaGen {
 
   Json union_schema() {
     switch (pick(4)) {
-      case 0: return {{"type", Json::array({"string", "null"})}, {"maxLength", pick(9)}};
-      case 1: return {{"type", Json::array({"integer", "string"})}, {"maxLength", 4}, {"minimum", -5}};
-      case 2: return {{"type", Json::array({"number", "boolean"})}, {"exclusiveMaximum", 10.5}};
-      default: return {{"type", Json::array({"integer", "null"})}, {"minimum", 0}, {"maximum", 500}};
+      case 0:
+        return {{"type", Json::array({"string", "null"})}, {"maxLength", pick(9)}};
+      case 1:
+        return {{"type", Json::array({"integer", "string"})}, {"maxLength", 4}, {"minimum", -5}};
+      case 2:
+        return {{"type", Json::array({"number", "boolean"})}, {"exclusiveMaximum", 10.5}};
+      default:
+        return {{"type", Json::array({"integer", "null"})}, {"minimum", 0}, {"maximum", 500}};
     }
   }
 
@@ -205,9 +242,9 @@ class SchemaGen {
 
   static std::string key(int i, std::mt19937_64& rng) {
     // Mostly plain names; some need escaping or are non-ASCII, which the grammar must spell right.
-    static const std::vector<std::string> kKeys = {"id",   "name", "value", "tags", "count", "ok",    "a",
-                                                   "b",    "kind", "when",  "x",    "naïve", "a b",   "quo\"te",
-                                                   "日付", "",     "nested", "list", "z_9",  "back\\"};
+    static const std::vector<std::string> kKeys = {"id",   "name", "value",  "tags", "count", "ok",    "a",
+                                                   "b",    "kind", "when",   "x",    "naïve", "a b",   "quo\"te",
+                                                   "日付", "",     "nested", "list", "z_9",   "back\\"};
     return rng() % 3 == 0 ? kKeys[rng() % kKeys.size()] : kKeys[static_cast<size_t>(i) % 11];
   }
 
@@ -267,21 +304,28 @@ class SchemaGen {
   // Branches of different JSON types (integer and number excepted), so exactly one matches.
   Json disjoint(int kind, int depth) {
     switch (kind) {
-      case 0: return string_schema();
-      case 1: return number_schema(chance(0.5));
-      case 2: return {{"type", "boolean"}};
-      case 3: return {{"type", "null"}};
-      case 4: return array(depth);
-      default: return object(depth);
+      case 0:
+        return string_schema();
+      case 1:
+        return number_schema(chance(0.5));
+      case 2:
+        return {{"type", "boolean"}};
+      case 3:
+        return {{"type", "null"}};
+      case 4:
+        return array(depth);
+      default:
+        return object(depth);
     }
   }
 
   Json all_of(int depth) {
     switch (pick(4)) {
       case 0:
-        return {{"allOf",
-                 Json::array({{{"type", "integer"}, {"minimum", pick(50) - 25}}, {{"maximum", 40 + pick(60)}}})}};
-      case 1: return {{"allOf", Json::array({{{"type", "string"}, {"maxLength", 8}}, {{"minLength", 2}}})}};
+        return {
+            {"allOf", Json::array({{{"type", "integer"}, {"minimum", pick(50) - 25}}, {{"maximum", 40 + pick(60)}}})}};
+      case 1:
+        return {{"allOf", Json::array({{{"type", "string"}, {"maxLength", 8}}, {{"minLength", 2}}})}};
       case 2: {
         Json o = object(depth);
         const std::string first = o["properties"].begin().key();
@@ -373,7 +417,9 @@ struct Stats {
   std::vector<std::string> failures;
 };
 
-std::string show(const std::string& s) { return nlohmann::json(s).dump(); }
+std::string show(const std::string& s) {
+  return nlohmann::json(s).dump();
+}
 
 // Without canonical_numbers an unbounded number may have any exponent ("6.9E7923" is JSON), which
 // nlohmann::json refuses to parse (out of double range). Exponents past 200 become 200 before
@@ -555,11 +601,12 @@ void run(const char* label, const Vocab& v, int n_schemas, int seeds, Stats& st)
                  schema.dump().substr(0, 200));
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print("{}: {} schemas ({} refused), {} documents, {} tokens, {} capped at {}, {:.1f} tokens/doc, "
-             "{} decode != grammar bytes, {} with exponents past double's range, {} failures, {:.1f} s\n",
-             label, st.schemas, st.refused, st.docs, st.tokens, st.capped, kMaxTokens,
-             st.docs ? static_cast<double>(st.tokens) / st.docs : 0.0, st.decode_mismatches, st.huge_exponents,
-             st.failures.size(), s);
+  fmt::print(
+      "{}: {} schemas ({} refused), {} documents, {} tokens, {} capped at {}, {:.1f} tokens/doc, "
+      "{} decode != grammar bytes, {} with exponents past double's range, {} failures, {:.1f} s\n",
+      label, st.schemas, st.refused, st.docs, st.tokens, st.capped, kMaxTokens,
+      st.docs ? static_cast<double>(st.tokens) / st.docs : 0.0, st.decode_mismatches, st.huge_exponents,
+      st.failures.size(), s);
   for (const std::string& f : st.failures) ADD_FAILURE() << label << ": " << f;
   EXPECT_EQ(st.refused, 0);
   EXPECT_EQ(st.decode_mismatches, 0) << "the detokenized text differs from the bytes the grammar matched";

@@ -8,15 +8,15 @@
 // Then what the suite does not cover: exact numeric ranges (checked against decimal comparison
 // on many texts), integer spellings, string lengths and escapes, key exclusion, strict mode,
 // whitespace limits, error locations, size and speed.
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -29,15 +29,17 @@ namespace kiln::grammar {
 namespace {
 
 using test::Json;
+using test::key_orders;
 using test::kMaxOrders;
 using test::kStyles;
-using test::key_orders;
 using test::Style;
 using test::suite_options;
 namespace fs = std::filesystem;
 
 // The one place the harness asks whether a grammar accepts a text (test_schema_matcher.cpp asks the matcher).
-bool grammar_accepts(const Grammar& g, const std::string& text) { return test::Recognizer(g).accepts(text); }
+bool grammar_accepts(const Grammar& g, const std::string& text) {
+  return test::Recognizer(g).accepts(text);
+}
 
 std::string refusal_bucket(const GrammarError& e) {
   const std::string m = e.what();
@@ -78,13 +80,12 @@ void run_group(const std::string& file, const Json& group, Summary& sum) {
     for (const Style& style : kStyles) {
       ++sum.checks;
       std::string text;
-      const bool accepted = test::accepts_some_order(orders, style, &text, [&](const std::string& t) {
-        return grammar_accepts(g, t);
-      });
+      const bool accepted =
+          test::accepts_some_order(orders, style, &text, [&](const std::string& t) { return grammar_accepts(g, t); });
       if (accepted == valid) continue;
-      const std::string line = fmt::format("{} | {} | {} | {} | false {} | {}", file, group["description"].get<std::string>(),
-                                           test["description"].get<std::string>(), style.name,
-                                           accepted ? "accept" : "reject", text);
+      const std::string line =
+          fmt::format("{} | {} | {} | {} | false {} | {}", file, group["description"].get<std::string>(),
+                      test["description"].get<std::string>(), style.name, accepted ? "accept" : "reject", text);
       if (accepted && test::oneof_overlap(group["schema"], test["data"], grammar_accepts)) {
         ++sum.oneof_divergences;
         sum.divergences.push_back(line);
@@ -109,9 +110,10 @@ TEST(SchemaSuite, Draft2020_12) {
   for (const std::string& line : skipped) fmt::print("{}\n", line);
   for (const test::SuiteFile& f : files) run_file(f, sum);
 
-  fmt::print("files {}, groups {}: compiled {} ({} refused as unsatisfiable, all their instances invalid), refused {}; "
-             "instances {} ({} checks)\n",
-             sum.files, sum.groups, sum.compiled, sum.empty, sum.refused, sum.instances, sum.checks);
+  fmt::print(
+      "files {}, groups {}: compiled {} ({} refused as unsatisfiable, all their instances invalid), refused {}; "
+      "instances {} ({} checks)\n",
+      sum.files, sum.groups, sum.compiled, sum.empty, sum.refused, sum.instances, sum.checks);
   for (auto& [reason, n] : sum.refused_by) fmt::print("  refused {:3}  {}\n", n, reason);
   fmt::print("documented divergences (oneOf compiled as anyOf; instance valid under two branches): {}\n",
              sum.oneof_divergences);
@@ -122,7 +124,9 @@ TEST(SchemaSuite, Draft2020_12) {
 
 // --- beyond the suite
 
-bool accepts(const Grammar& g, const std::string& text) { return test::Recognizer(g).accepts(text); }
+bool accepts(const Grammar& g, const std::string& text) {
+  return test::Recognizer(g).accepts(text);
+}
 
 SchemaOptions loose(int ws = 24) {
   SchemaOptions o;
@@ -148,8 +152,9 @@ std::string random_number(std::mt19937& rng) {
 TEST(JsonSchemaNumbers, RangesMatchDecimalComparison) {
   const std::vector<std::string> bounds = {"-12.5", "-1", "0", "0.25", "3", "10", "100.75", "0.05"};
   std::mt19937 rng(7);
-  std::vector<std::string> texts = {"0", "-0", "0.0", "-0.0", "3", "3.0", "3.00", "10", "9.99", "10.01", "0.25",
-                                    "0.250", "0.2", "0.3", "-1", "-1.0", "-12.5", "-12.50", "-12.51", "100.75"};
+  std::vector<std::string> texts = {"0",  "-0",   "0.0",   "-0.0",   "3",      "3.0",   "3.00",
+                                    "10", "9.99", "10.01", "0.25",   "0.250",  "0.2",   "0.3",
+                                    "-1", "-1.0", "-12.5", "-12.50", "-12.51", "100.75"};
   for (int i = 0; i < 300; ++i) texts.push_back(random_number(rng));
   int checked = 0;
   for (const std::string& lo : bounds)
@@ -214,8 +219,8 @@ TEST(JsonSchemaStrings, EscapesAndSurrogates) {
   const Grammar g = schema_to_grammar(R"({"type":"string"})", loose());
   for (const char* t : {R"("")", R"("a\"b\\c\/\b\f\n\r\t")", R"("\u00e9\u00E9")", R"("\ud83d\ude00")", "\"é😀\""})
     EXPECT_TRUE(accepts(g, t)) << t;
-  for (const char* t : {R"("\ud83d")", R"("\ude00")", R"("\ud83da")", R"("\x")", "\"\x01\"", "\"a", "\"\xff\"",
-                        "\"\xed\xa0\x80\""})
+  for (const char* t :
+       {R"("\ud83d")", R"("\ude00")", R"("\ud83da")", R"("\x")", "\"\x01\"", "\"a", "\"\xff\"", "\"\xed\xa0\x80\""})
     EXPECT_FALSE(accepts(g, t)) << t;
 }
 
@@ -236,8 +241,8 @@ TEST(JsonSchemaObjects, OptionalPropertiesAndCommas) {
       loose(0));
   for (const char* t : {R"({"b":1})", R"({"a":1,"b":2})", R"({"b":1,"c":2})", R"({"a":1,"b":2,"c":3})"})
     EXPECT_TRUE(accepts(g, t)) << t;
-  for (const char* t : {R"({})", R"({"a":1})", R"({"a":1,"c":3})", R"({"b":1,})", R"({,"b":1})", R"({"b":1,"d":2})",
-                        R"({"b":1 })"})
+  for (const char* t :
+       {R"({})", R"({"a":1})", R"({"a":1,"c":3})", R"({"b":1,})", R"({,"b":1})", R"({"b":1,"d":2})", R"({"b":1 })"})
     EXPECT_FALSE(accepts(g, t)) << t;
 }
 
@@ -283,7 +288,8 @@ TEST(JsonSchemaArrays, PrefixItemsAndCounts) {
   const Grammar g = schema_to_grammar(
       R"({"prefixItems":[{"type":"string"},{"type":"integer"}],"items":{"type":"boolean"},"minItems":1,"maxItems":4})",
       loose(0));
-  for (const char* t : {R"(["a"])", R"(["a",1])", R"(["a",1,true])", R"(["a",1,true,false])"}) EXPECT_TRUE(accepts(g, t)) << t;
+  for (const char* t : {R"(["a"])", R"(["a",1])", R"(["a",1,true])", R"(["a",1,true,false])"})
+    EXPECT_TRUE(accepts(g, t)) << t;
   for (const char* t : {"[]", R"([1])", R"(["a","b"])", R"(["a",1,true,false,true])", R"(["a",1,2])"})
     EXPECT_FALSE(accepts(g, t)) << t;
 }
@@ -353,8 +359,9 @@ TEST(JsonSchemaSize, TypicalSchemaCompilesFast) {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("typical schema: {} rules, {} elements, {:.2f} ms\n", g.rules.size(), g.element_count(), ms);
   EXPECT_LT(g.element_count(), 60000u);
-  EXPECT_TRUE(accepts(g, R"({"id":"2eb8aa08-aa98-11ea-b4aa-73b441d16380","name":"Ann","created":"2024-02-29T23:59:60Z",)"
-                         R"("age":150,"score":1,"role":"user","tags":["a","bc"],"address":{"street":"x","zip":"12345"}})"));
+  EXPECT_TRUE(
+      accepts(g, R"({"id":"2eb8aa08-aa98-11ea-b4aa-73b441d16380","name":"Ann","created":"2024-02-29T23:59:60Z",)"
+                 R"("age":150,"score":1,"role":"user","tags":["a","bc"],"address":{"street":"x","zip":"12345"}})"));
   EXPECT_FALSE(accepts(g, R"({"id":"2eb8aa08-aa98-11ea-b4aa-73b441d16380","name":"Ann","age":151,"role":"user"})"));
 }
 

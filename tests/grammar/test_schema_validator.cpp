@@ -1,8 +1,8 @@
 // The test oracle (schema_validator.hpp) against the JSON-Schema-Test-Suite, draft 2020-12: every
 // group whose schema stays inside the supported subset must agree with the suite on every
 // instance. This checks the checker before test_random_outputs.cpp trusts it.
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
@@ -69,12 +69,31 @@ TEST(SchemaValidator, AgreesWithTestSuite) {
   for (auto& [why, n] : skipped_by) skipped_kw[why.substr(0, why.find('\'', why.find('\'') + 1) + 1)] += n;
   for (auto& [why, n] : skipped_kw) fmt::print("  skipped {:3}  {}\n", n, why);
   // The subset's own files must actually be exercised.
-  for (const char* f : {"type.json", "enum.json", "const.json", "properties.json", "required.json",
-                        "additionalProperties.json", "items.json", "prefixItems.json", "minItems.json", "maxItems.json",
-                        "anyOf.json", "oneOf.json", "allOf.json", "ref.json", "pattern.json", "minLength.json",
-                        "maxLength.json", "minimum.json", "maximum.json", "exclusiveMinimum.json",
-                        "exclusiveMaximum.json", "boolean_schema.json", "optional/format/date-time.json",
-                        "optional/format/email.json", "optional/format/ipv6.json"})
+  for (const char* f : {"type.json",
+                        "enum.json",
+                        "const.json",
+                        "properties.json",
+                        "required.json",
+                        "additionalProperties.json",
+                        "items.json",
+                        "prefixItems.json",
+                        "minItems.json",
+                        "maxItems.json",
+                        "anyOf.json",
+                        "oneOf.json",
+                        "allOf.json",
+                        "ref.json",
+                        "pattern.json",
+                        "minLength.json",
+                        "maxLength.json",
+                        "minimum.json",
+                        "maximum.json",
+                        "exclusiveMinimum.json",
+                        "exclusiveMaximum.json",
+                        "boolean_schema.json",
+                        "optional/format/date-time.json",
+                        "optional/format/email.json",
+                        "optional/format/ipv6.json"})
     EXPECT_GT(checked_by_file[f], 0) << f;
   EXPECT_GT(instances, 700);
 }

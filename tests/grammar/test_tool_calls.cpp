@@ -26,16 +26,19 @@ Grammar calls(ToolSyntax syntax, bool parallel, std::vector<ToolSpec> tools = kT
 std::string qwen(const std::string& name, const std::string& params) {
   return "<tool_call>\n<function=" + name + ">\n" + params + "</function>\n</tool_call>";
 }
-std::string param(const std::string& k, const std::string& v) { return "<parameter=" + k + ">\n" + v + "\n</parameter>\n"; }
+std::string param(const std::string& k, const std::string& v) {
+  return "<parameter=" + k + ">\n" + v + "\n</parameter>\n";
+}
 
 TEST(ToolCallGrammar, Qwen3CoderCallsAsTheModelWritesThem) {
   Grammar one = calls(ToolSyntax::qwen3_coder, false), many = calls(ToolSyntax::qwen3_coder, true);
   test::Recognizer r1(one), rn(many);
   const std::string ok = qwen("get_weather", param("city", "Paris") + param("days", "3"));
   EXPECT_TRUE(r1.accepts(ok));
-  EXPECT_TRUE(r1.accepts(qwen("get_weather", param("city", "São Paulo <b>") + param("days", "14") + param("metric", "false"))));
+  EXPECT_TRUE(
+      r1.accepts(qwen("get_weather", param("city", "São Paulo <b>") + param("days", "14") + param("metric", "false"))));
   EXPECT_TRUE(r1.accepts(qwen("ping", "")));
-  EXPECT_FALSE(r1.accepts(qwen("get_weather", param("city", "Paris"))));                          // required days
+  EXPECT_FALSE(r1.accepts(qwen("get_weather", param("city", "Paris"))));                         // required days
   EXPECT_FALSE(r1.accepts(qwen("get_weather", param("days", "3") + param("city", "Paris"))));    // declared order
   EXPECT_FALSE(r1.accepts(qwen("get_weather", param("city", "Paris") + param("days", "15"))));   // maximum
   EXPECT_FALSE(r1.accepts(qwen("get_weather", param("city", "Paris") + param("days", "3.0"))));  // integer

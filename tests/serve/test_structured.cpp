@@ -63,8 +63,7 @@ const RandomModel& random_gemma() {
   static const RandomModel m = [] {
     RandomModel r{"gemma", "", "gemma4", "gemma4"};
     const std::string tmpl = kiln::test::fixture("chat-templates/google-gemma-4-31B-it.jinja");
-    if (!std::filesystem::exists(kOracle + "tokenizer-gemma3/models/tokenizer.json") ||
-        !std::filesystem::exists(tmpl))
+    if (!std::filesystem::exists(kOracle + "tokenizer-gemma3/models/tokenizer.json") || !std::filesystem::exists(tmpl))
       return r;
     r.dir = (std::filesystem::temp_directory_path() / ("kiln_structured_gemma_" + std::to_string(::getpid()))).string();
     std::filesystem::create_directories(r.dir);
@@ -218,8 +217,9 @@ TEST_P(RandomWeights, SimultaneousConstrainedRequestsEachGetTheirOwnAnswer) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, RandomWeights, ::testing::Values(&random_qwen, &random_gemma),
-                         [](const auto& info) { return info.index == 0 ? std::string("qwen3_5") : std::string("gemma4"); });
+INSTANTIATE_TEST_SUITE_P(Models, RandomWeights, ::testing::Values(&random_qwen, &random_gemma), [](const auto& info) {
+  return info.index == 0 ? std::string("qwen3_5") : std::string("gemma4");
+});
 
 // The completions extension fields: a regex, an EBNF grammar and a schema.
 TEST(Structured, CompletionsGrammarRegexAndSchemaFields) {
@@ -332,9 +332,8 @@ TEST_P(ScriptedStructured, ReasoningIsFreeAndTheBodyIsConstrained) {
   tool_body["messages"][0]["content"] = "Call the tool.";
   tool_body["tool_choice"] = "required";
   f.name += "_structured";
-  const std::string dir =
-      write_model(f, {{schema_body, open + reasoning + close + answer}, {tool_body, open + reasoning + close + call}},
-                  false);
+  const std::string dir = write_model(
+      f, {{schema_body, open + reasoning + close + answer}, {tool_body, open + reasoning + close + call}}, false);
   ModelConfig mc;
   mc.name = "scripted";
   mc.path = dir;
