@@ -20,6 +20,7 @@
 #include "grammar/grammar.hpp"
 #include "grammar/recognizer.hpp"
 #include "grammar/regex.hpp"
+#include "sanitized.hpp"
 
 namespace kiln::grammar::test {
 namespace {
@@ -171,17 +172,7 @@ std::string json_escaped(const std::string& s) {
 
 // std::regex backtracks in the reference's own code, which sanitizers slow by 20-100×: under them
 // a tenth of the patterns (the release build runs them all).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr int kPatternScale = 10;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr int kPatternScale = 10;
-#else
-constexpr int kPatternScale = 1;
-#endif
-#else
-constexpr int kPatternScale = 1;
-#endif
+constexpr int kPatternScale = kiln::test::kSanitized ? 10 : 1;
 
 void differential(bool search_mode, uint32_t seed, int patterns) {
   patterns /= kPatternScale;
