@@ -88,7 +88,7 @@ class Server {
   }
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60, 0);
+    c.set_read_timeout(300, 0);  // sanitizer builds run a constrained batch for minutes
     return c;
   }
   json post(const std::string& path, const json& body, int* status = nullptr) const {

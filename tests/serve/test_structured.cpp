@@ -200,20 +200,22 @@ TEST_P(RandomWeights, SimultaneousConstrainedRequestsEachGetTheirOwnAnswer) {
                             {"json_schema", {{"name", "w"}, {"schema", schema}, {"strict", true}}}};
     return b;
   };
+  // Eight at once; four under a sanitizer, where a batch of eight outlasts the client's timeout.
+  const int n = kiln::test::kSanitized ? 4 : 8;
   std::vector<std::string> alone;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < n; ++i) {
     const json r = s.post("/v1/chat/completions", body_of(i));
     alone.push_back(r["choices"][0]["message"]["content"].get<std::string>());
     expect_valid(alone.back(), schema, "alone");
   }
   std::vector<std::future<std::string>> together;
-  for (int i = 0; i < 8; ++i)
+  for (int i = 0; i < n; ++i)
     together.push_back(std::async(std::launch::async, [&, i] {
       if (i % 2) return s.stream("/v1/chat/completions", body_of(i));
       const json r = s.post("/v1/chat/completions", body_of(i));
       return r["choices"][0]["message"]["content"].get<std::string>();
     }));
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < n; ++i) {
     const std::string got = together[static_cast<size_t>(i)].get();
     EXPECT_FALSE(got.empty());
     EXPECT_EQ(got, alone[static_cast<size_t>(i)]) << "request " << i;
