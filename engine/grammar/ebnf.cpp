@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <kiln/utf8.hpp>
 #include <map>
 #include <optional>
 #include <set>
@@ -29,24 +30,6 @@ bool is_surrogate(char32_t c) {
 }
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
-}
-
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
 }
 
 // ---- Syntax tree ------------------------------------------------------------------------------
@@ -301,7 +284,7 @@ class Parser {
         if (is_byte) {
           out += static_cast<char>(value);
         } else {
-          append_utf8(out, value);
+          kiln::utf8::append(out, value);
         }
       } else {
         out += c;  // raw UTF-8 bytes stay as they are

@@ -10,10 +10,10 @@
 
 #include "grammar/ebnf.hpp"
 #include "grammar/grammar.hpp"
-#include "recognizer.hpp"
+#include "grammar/recognizer.hpp"
 
 using namespace kiln::grammar;
-using kiln::grammar::test::Recognizer;
+using kiln::grammar::Recognizer;
 
 namespace {
 

@@ -9,12 +9,10 @@
 #include <thread>
 
 #include "grammar/matcher.hpp"
-#include "recognizer.hpp"
+#include "grammar/recognizer.hpp"
 
 namespace kiln::grammar {
 namespace {
-
-using test::Recognizer;
 
 // A random grammar over the alphabet "abc": rules of literals, classes, references (only to
 // later rules, or after a consumed byte, so no left recursion) and repetitions.
@@ -323,7 +321,7 @@ TEST(TextRules, ExcludingAndUntilAgreeWithSubstringSearch) {
   until.root = text_until(until, "u", "abab").index;
   ex.validate();
   until.validate();
-  test::Recognizer rex(ex), runtil(until);
+  Recognizer rex(ex), runtil(until);
   for (int i = 0; i < 3000; ++i) {
     std::string s;
     const size_t len = rng() % 10;
@@ -338,7 +336,7 @@ TEST(TextRules, ExcludingAndUntilAgreeWithSubstringSearch) {
   Grammar never;
   never.root = text_until(never, "n", "ab", {"ca"}).index;
   never.validate();
-  test::Recognizer rn(never);
+  Recognizer rn(never);
   for (int i = 0; i < 3000; ++i) {
     std::string s;
     const size_t len = rng() % 9;

@@ -636,8 +636,8 @@ TEST(RandomOutputs, CanonicalNumbersBoundEnumAndConstExponents) {
   };
   for (const auto& c : cases) {
     const Grammar g = schema_to_grammar(c.schema, opts);
-    EXPECT_TRUE(test::Recognizer(g).accepts(c.canonical)) << c.schema;
-    for (const char* t : c.refused) EXPECT_FALSE(test::Recognizer(g).accepts(t)) << c.schema << " accepts " << t;
+    EXPECT_TRUE(Recognizer(g).accepts(c.canonical)) << c.schema;
+    for (const char* t : c.refused) EXPECT_FALSE(Recognizer(g).accepts(t)) << c.schema << " accepts " << t;
   }
 }
 

@@ -38,7 +38,7 @@ namespace fs = std::filesystem;
 
 // The one place the harness asks whether a grammar accepts a text (test_schema_matcher.cpp asks the matcher).
 bool grammar_accepts(const Grammar& g, const std::string& text) {
-  return test::Recognizer(g).accepts(text);
+  return Recognizer(g).accepts(text);
 }
 
 std::string refusal_bucket(const GrammarError& e) {
@@ -125,7 +125,7 @@ TEST(SchemaSuite, Draft2020_12) {
 // --- beyond the suite
 
 bool accepts(const Grammar& g, const std::string& text) {
-  return test::Recognizer(g).accepts(text);
+  return Recognizer(g).accepts(text);
 }
 
 SchemaOptions loose(int ws = 24) {

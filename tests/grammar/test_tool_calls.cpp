@@ -2,8 +2,8 @@
 // format is accepted, anything that would not parse back into a valid call is not.
 #include <gtest/gtest.h>
 
+#include "grammar/recognizer.hpp"
 #include "grammar/tool_calls.hpp"
-#include "recognizer.hpp"
 
 namespace kiln::grammar {
 namespace {
@@ -32,7 +32,7 @@ std::string param(const std::string& k, const std::string& v) {
 
 TEST(ToolCallGrammar, Qwen3CoderCallsAsTheModelWritesThem) {
   Grammar one = calls(ToolSyntax::qwen3_coder, false), many = calls(ToolSyntax::qwen3_coder, true);
-  test::Recognizer r1(one), rn(many);
+  Recognizer r1(one), rn(many);
   const std::string ok = qwen("get_weather", param("city", "Paris") + param("days", "3"));
   EXPECT_TRUE(r1.accepts(ok));
   EXPECT_TRUE(
@@ -53,7 +53,7 @@ TEST(ToolCallGrammar, Qwen3CoderCallsAsTheModelWritesThem) {
 
 TEST(ToolCallGrammar, Gemma4CallsAsTheModelWritesThem) {
   Grammar one = calls(ToolSyntax::gemma4, false), many = calls(ToolSyntax::gemma4, true);
-  test::Recognizer r1(one), rn(many);
+  Recognizer r1(one), rn(many);
   const std::string q = "<|\"|>";
   const std::string ok = "<|tool_call>call:get_weather{city:" + q + "Paris" + q + ",days:3}<tool_call|>";
   EXPECT_TRUE(r1.accepts(ok));
@@ -73,7 +73,7 @@ TEST(ToolCallGrammar, ConstrainedStringParametersAndRefusals) {
       "mode": {"type": "string", "enum": ["fast", "slow"]}, "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
       "short": {"type": "string", "maxLength": 3}}, "required": ["mode", "code", "short"]})"}};
   const Grammar g = calls(ToolSyntax::qwen3_coder, false, tools);
-  test::Recognizer r(g);
+  Recognizer r(g);
   EXPECT_FALSE(r.accepts(qwen("f", param("mode", "fast") + param("code", "ABC") + param("short", "é<"))));
   EXPECT_TRUE(r.accepts(qwen("f", param("mode", "fast") + param("code", "ABC") + param("short", "éa"))));
   EXPECT_FALSE(r.accepts(qwen("f", param("mode", "medium") + param("code", "ABC") + param("short", ""))));

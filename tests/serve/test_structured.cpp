@@ -292,13 +292,13 @@ TEST(Structured, NoCallCanOpenOutsideTheConstrainedCalls) {
   frame.never = grammar::tool_call_openers(grammar::ToolSyntax::qwen3_coder);
   const std::string call = "<tool_call>\n<function=ping>\n</function>\n</tool_call>";
   const grammar::Grammar g = build_grammar(spec, frame, "qwen3_coder");
-  grammar::test::Recognizer r(g);
+  grammar::Recognizer r(g);
   EXPECT_TRUE(r.accepts("thinking\n</think>\n\n" + call));
   EXPECT_FALSE(r.accepts("thinking <tool_call>\n<function=ping>\n</function>\n</tool_call></think>\n" + call));
   EXPECT_FALSE(r.accepts("thinking <function=ping></think>\n" + call));
   spec.calls_optional = true;
   const grammar::Grammar a = build_grammar(spec, ReasoningFrame{}, "qwen3_coder");
-  grammar::test::Recognizer ra(a);
+  grammar::Recognizer ra(a);
   EXPECT_TRUE(ra.accepts("Just text."));
   EXPECT_TRUE(ra.accepts("Calling: " + call));
   EXPECT_FALSE(ra.accepts("Calling: <function=ping>\n</function>"));

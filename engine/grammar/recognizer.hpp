@@ -1,6 +1,8 @@
-// Test oracle: does a grammar's language contain a byte string? A memoized top-down recognizer
-// (for every rule and start offset, the set of end offsets), independent of the matcher's
-// pushdown automaton. Validated grammars have no left recursion, so the recursion terminates.
+// Does a grammar's language contain a byte string? A memoized top-down recognizer (for every rule
+// and start offset, the set of end offsets), independent of the matcher's pushdown automaton: the
+// JSON Schema compiler checks enum values against patterns and formats with it, and tests use it
+// as the matcher's oracle. Validated grammars have no left recursion, so the recursion terminates.
+// Fine for short texts; not for generation.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,7 @@
 
 #include "grammar/grammar.hpp"
 
-namespace kiln::grammar::test {
+namespace kiln::grammar {
 
 class Recognizer {
  public:
@@ -53,4 +55,4 @@ class Recognizer {
   std::map<std::pair<uint32_t, size_t>, std::set<size_t>> memo_;
 };
 
-}  // namespace kiln::grammar::test
+}  // namespace kiln::grammar
