@@ -1,3 +1,4 @@
+// The grammar IR's builders (repetition, UTF-8 ranges, marker-free text) and its validation.
 #include "grammar/grammar.hpp"
 
 #include <fmt/format.h>
