@@ -54,6 +54,61 @@ void quantize_q4_0(const float* src, int64_t n, void* dst) {
   }
 }
 
+// kiln's KV-cache rows (dtype.hpp, kv_group): per group of G values one f16 scale, from the
+// group's largest magnitude; each value is rounded to nearest even against the stored (f16) scale,
+// so the error per value is at most half a step of the scale it is read back with. q8 is symmetric
+// over [-127, 127]; q4 maps the largest-magnitude value to -8 exactly (llama.cpp's Q4_0 choice)
+// and the rest into [-8, 7]. The Vulkan SET_ROWS shader follows these steps one for one.
+float kv_scale(float d, uint16_t* stored) {
+  d = std::clamp(d, -65504.0f, 65504.0f);
+  *stored = f32_to_f16(d);
+  return f16_to_f32(*stored);
+}
+
+int kv_round(float x, float scale, int lo, int hi) {
+  if (scale == 0.0f) return 0;
+  const float r = std::nearbyint(x / scale);
+  return r >= static_cast<float>(hi) ? hi : r > static_cast<float>(lo) ? static_cast<int>(r) : lo;  // NaN -> lo
+}
+
+void quantize_kv(DType t, const float* src, int64_t n, uint8_t* dst) {
+  const int64_t g = kv_group(n);
+  uint8_t* scales = dst + (t == DType::kv_q8 ? n : n / 2);
+  std::memset(dst, 0, row_bytes(t, n));
+  for (int64_t b = 0; b < n / g; ++b) {
+    const float* x = src + b * g;
+    float amax = 0, max = 0;
+    for (int64_t j = 0; j < g; ++j)
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    uint16_t dh;
+    if (t == DType::kv_q8) {
+      const float d = kv_scale(amax / 127.0f, &dh);
+      for (int64_t j = 0; j < g; ++j)
+        dst[b * g + j] = static_cast<uint8_t>(static_cast<int8_t>(kv_round(x[j], d, -127, 127)));
+    } else {
+      const float d = kv_scale(max / -8.0f, &dh);
+      for (int64_t j = 0; j < g; ++j) {
+        const int64_t e = b * g + j;
+        dst[e / 2] |= static_cast<uint8_t>((kv_round(x[j], d, -8, 7) + 8) << (e % 2 ? 4 : 0));
+      }
+    }
+    std::memcpy(scales + 2 * b, &dh, 2);
+  }
+}
+
+void dequantize_kv(DType t, const uint8_t* src, int64_t n, float* dst) {
+  const int64_t g = kv_group(n);
+  const uint8_t* scales = src + (t == DType::kv_q8 ? n : n / 2);
+  for (int64_t e = 0; e < n; ++e) {
+    const float d = f16_to_f32(load_u16(scales + 2 * (e / g)));
+    const int q = t == DType::kv_q8 ? static_cast<int8_t>(src[e]) : ((src[e / 2] >> (e % 2 ? 4 : 0)) & 15) - 8;
+    dst[e] = d * static_cast<float>(q);
+  }
+}
+
 }  // namespace
 
 bool to_f32(DType t, const void* src, int64_t n, float* dst) {
@@ -95,6 +150,11 @@ bool to_f32(DType t, const void* src, int64_t n, float* dst) {
         }
       }
       return true;
+    case DType::kv_q8:
+    case DType::kv_q4:
+      if (!kv_group(n)) return false;
+      dequantize_kv(t, p, n, dst);
+      return true;
     default:
       return false;
   }
@@ -125,6 +185,11 @@ bool from_f32(DType t, const float* src, int64_t n, void* dst) {
     case DType::q4_0:
       if (n % kQuantBlock) return false;
       quantize_q4_0(src, n, dst);
+      return true;
+    case DType::kv_q8:
+    case DType::kv_q4:
+      if (!kv_group(n)) return false;
+      quantize_kv(t, src, n, p);
       return true;
     default:
       return false;

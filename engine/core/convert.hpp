@@ -11,12 +11,13 @@ namespace kiln {
 
 /**
  * Converts `n` elements of `src` stored as `t` to f32. False for types that are not numbers of a
- * model (integers, bool) and for a quantized `n` that is not a multiple of 32.
+ * model (integers, bool) and for a quantized `n` that is not a multiple of 32. For the KV formats
+ * (kv_q8, kv_q4) `n` is one row: its length decides the groups (kv_group).
  */
 bool to_f32(DType t, const void* src, int64_t n, float* dst);
 /**
  * Stores `n` f32 values as `t`: f32, f16, bf16, or Q8_0 / Q4_0 blocks quantized as llama.cpp does
- * (`n` a multiple of 32). False for every other type.
+ * (`n` a multiple of 32), or one row of kiln's KV formats. False for every other type.
  */
 bool from_f32(DType t, const float* src, int64_t n, void* dst);
 

@@ -1,5 +1,7 @@
 #include "core/dtype.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace kiln {
@@ -18,6 +20,10 @@ const char* dtype_name(DType t) {
       return "q8_0";
     case DType::q4_0:
       return "q4_0";
+    case DType::kv_q8:
+      return "kv_q8";
+    case DType::kv_q4:
+      return "kv_q4";
     case DType::i64:
       return "i64";
     case DType::i16:
@@ -36,6 +42,15 @@ const char* dtype_name(DType t) {
 
 bool is_quantized(DType t) {
   return t == DType::q8_0 || t == DType::q4_0;
+}
+
+bool is_kv_quantized(DType t) {
+  return t == DType::kv_q8 || t == DType::kv_q4;
+}
+
+int64_t kv_group(int64_t n) {
+  if (n <= 0 || n % 8) return 0;
+  return std::min<int64_t>(32, n & -n);
 }
 
 std::optional<uint64_t> dtype_bytes(DType t, int64_t n) {
@@ -60,6 +75,13 @@ std::optional<uint64_t> dtype_bytes(DType t, int64_t n) {
     case DType::q4_0:
       if (n % kQuantBlock) return std::nullopt;
       return u / kQuantBlock * (t == DType::q8_0 ? 34 : 18);
+    case DType::kv_q8:
+    case DType::kv_q4: {
+      const int64_t g = kv_group(n);
+      if (!g) return std::nullopt;
+      const uint64_t bytes = (t == DType::kv_q8 ? u : u / 2) + 2 * (u / static_cast<uint64_t>(g));
+      return (bytes + 3) / 4 * 4;
+    }
   }
   return std::nullopt;
 }
@@ -76,19 +98,21 @@ DType dtype_from_kiln(uint32_t t) {
     case KILN_DTYPE_I32:
     case KILN_DTYPE_Q8_0:
     case KILN_DTYPE_Q4_0:
+    case KILN_DTYPE_KV_Q8:
+    case KILN_DTYPE_KV_Q4:
       return static_cast<DType>(t);
     default:
-      throw_error("dtype {} is not a tensor element type (f32, f16, bf16, i32, q8_0, q4_0)", t);
+      throw_error("dtype {} is not a tensor element type (f32, f16, bf16, i32, q8_0, q4_0, kv_q8, kv_q4)", t);
   }
 }
 
 kiln_dtype to_kiln(DType t) {
-  return static_cast<uint8_t>(t) <= KILN_DTYPE_Q4_0 ? static_cast<kiln_dtype>(t) : KILN_DTYPE_ANY;
+  return static_cast<uint8_t>(t) <= KILN_DTYPE_KV_Q4 ? static_cast<kiln_dtype>(t) : KILN_DTYPE_ANY;
 }
 
 const char* kiln_dtype_name(uint32_t t) {
   if (t == KILN_DTYPE_ANY) return "any";
-  return t <= KILN_DTYPE_Q4_0 ? dtype_name(static_cast<DType>(t)) : "?";
+  return t <= KILN_DTYPE_KV_Q4 ? dtype_name(static_cast<DType>(t)) : "?";
 }
 
 }  // namespace kiln

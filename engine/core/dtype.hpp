@@ -21,6 +21,8 @@ enum class DType : uint8_t {
   q8_0 = KILN_DTYPE_Q8_0,  ///< blocks of 32: f16 scale d, 32 × int8 q; value = q·d (34 bytes)
   q4_0 = KILN_DTYPE_Q4_0,  ///< blocks of 32: f16 scale d, 16 bytes; byte j holds element j (low
                            ///< nibble) and j+16 (high nibble); value = (nibble − 8)·d (18 bytes)
+  kv_q8 = KILN_DTYPE_KV_Q8,  ///< KV-cache rows (kv_group): D int8 values, D/G f16 scales, padded to 4 bytes
+  kv_q4 = KILN_DTYPE_KV_Q4,  ///< KV-cache rows: D/2 bytes of nibbles (even element low), D/G f16 scales, padded
   // Storage only (checkpoint readers).
   i64 = 16,
   i16,
@@ -34,8 +36,22 @@ constexpr int64_t kQuantBlock = 32;  ///< values per Q8_0 / Q4_0 block
 
 /** "f32", "bf16", "q8_0", ... */
 const char* dtype_name(DType t);
+/** ggml's weight formats Q8_0 / Q4_0. */
 bool is_quantized(DType t);
-/** Bytes of `n` elements; nullopt for a negative n or a quantized n that is not a multiple of 32. */
+/** kiln's KV-cache formats kv_q8 / kv_q4. */
+bool is_kv_quantized(DType t);
+/** Either: a row is packed groups with scales and can be neither split nor sliced. */
+inline bool is_packed(DType t) {
+  return is_quantized(t) || is_kv_quantized(t);
+}
+/**
+ * Values per scale in a kv_q8 / kv_q4 row of `n` values: the largest power of two dividing n, at
+ * most 32; 0 when n is not a positive multiple of 8 (such rows cannot be stored in these formats).
+ * A group never straddles an 8-value boundary, so kernels read 8 values with one scale.
+ */
+int64_t kv_group(int64_t n);
+/** Bytes of `n` elements (for the KV formats: one row of n values); nullopt for a negative n, a
+ *  quantized n that is not a multiple of 32 or a KV-format n that kv_group refuses. */
 std::optional<uint64_t> dtype_bytes(DType t, int64_t n);
 /** Bytes of one row of `n` elements (n a multiple of 32 for quantized types). */
 size_t row_bytes(DType t, int64_t n);

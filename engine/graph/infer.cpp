@@ -70,8 +70,9 @@ TensorDesc infer(uint32_t op, const kiln_op_params& p, std::span<const TensorDes
       return out;
     }
     case KILN_OP_SET_ROWS: {
-      c.require(s[0].dtype == DType::f32 || s[0].dtype == DType::f16 || s[0].dtype == DType::bf16,
-                "the destination must be f32, f16 or bf16");
+      c.require(s[0].dtype == DType::f32 || s[0].dtype == DType::f16 || s[0].dtype == DType::bf16 ||
+                    (is_kv_quantized(s[0].dtype) && row_bytes(s[0].dtype, s[0].last()) > 0),
+                "the destination must be f32, f16, bf16, or kv_q8 / kv_q4 with a last dim that is a multiple of 8");
       c.f32(1, "rows");
       c.i32(2, "slots");
       c.require(s[2].ndim == 1 && s[2].ne[0] == s[1].ne[0], "slots must be i32 [N] with N = rows' first dim");
@@ -102,11 +103,11 @@ TensorDesc infer(uint32_t op, const kiln_op_params& p, std::span<const TensorDes
         out.ne[static_cast<size_t>(infer_at)] = s[0].numel() / known;
       }
       c.require(out.numel() == s[0].numel(), fmt::format("cannot reshape {} elements into {}", s[0].numel(), out.str()));
-      c.require(!is_quantized(out.dtype) || out.last() == s[0].last(), "quantized rows cannot be re-split");
+      c.require(!is_packed(out.dtype) || out.last() == s[0].last(), "quantized rows cannot be re-split");
       return out;
     }
     case KILN_OP_SLICE: {
-      c.require(!is_quantized(s[0].dtype), "cannot slice quantized tensors");
+      c.require(!is_packed(s[0].dtype), "cannot slice quantized tensors");
       const int a = axis_of(c, p.axis, s[0].ndim);
       const int64_t dim = s[0].ne[static_cast<size_t>(a)];
       const int64_t end = p.end ? p.end : dim;
@@ -116,7 +117,7 @@ TensorDesc infer(uint32_t op, const kiln_op_params& p, std::span<const TensorDes
       return out;
     }
     case KILN_OP_CONCAT: {
-      c.require(s[0].dtype == s[1].dtype && !is_quantized(s[0].dtype) && s[0].ndim == s[1].ndim,
+      c.require(s[0].dtype == s[1].dtype && !is_packed(s[0].dtype) && s[0].ndim == s[1].ndim,
                 "sources need the same plain dtype and rank");
       const int a = axis_of(c, p.axis, s[0].ndim);
       TensorDesc out = s[0];
@@ -186,8 +187,9 @@ TensorDesc infer(uint32_t op, const kiln_op_params& p, std::span<const TensorDes
       c.f32(0, "q");
       c.require(s[0].ndim == 3 && s[1].ndim == 4 && s[2].ndim == 4, "q must be [N, Hq, Dk], caches [B, BS, Hkv, D]");
       for (size_t i : {1, 2})
-        c.require(s[i].dtype == DType::f32 || s[i].dtype == DType::f16 || s[i].dtype == DType::bf16,
-                  "caches must be f32, f16 or bf16");
+        c.require(s[i].dtype == DType::f32 || s[i].dtype == DType::f16 || s[i].dtype == DType::bf16 ||
+                      (is_kv_quantized(s[i].dtype) && row_bytes(s[i].dtype, s[i].last()) > 0),
+                  "caches must be f32, f16, bf16, or kv_q8 / kv_q4 with head dims that are multiples of 8");
       c.require(s[1].ne[0] == s[2].ne[0] && s[1].ne[1] == s[2].ne[1] && s[1].ne[2] == s[2].ne[2],
                 "k and v caches need the same blocks, block size and heads");
       c.require(s[1].ne[3] == s[0].ne[2], "q and k head dims differ");

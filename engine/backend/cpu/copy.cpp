@@ -53,17 +53,22 @@ void run_set_rows(const Node& n) {
   const int32_t* slot = i32_of(slots);
   for (int64_t i = 0; i < N; ++i)
     if (slot[i] < -1 || slot[i] >= R) fail(n, fmt::format("slot {} at index {} outside [0, {})", slot[i], i, R));
-  const size_t rb = row_bytes(cache.desc.dtype, E);
+  // The KV formats quantize each last-dim row (one head's keys or values) on its own.
+  const DType t = cache.desc.dtype;
+  const int64_t D = is_kv_quantized(t) ? cache.desc.last() : E;
+  const size_t db = row_bytes(t, D), rb = db * static_cast<size_t>(E / D);
   const float* src = f32_of(rows);
   std::byte* dst = bytes_of(cache);
   tbb::parallel_for(int64_t{0}, N, [&](int64_t i) {
-    if (slot[i] >= 0) row_from_f32(cache.desc.dtype, src + i * E, E, dst + static_cast<size_t>(slot[i]) * rb);
+    if (slot[i] < 0) return;
+    for (int64_t h = 0; h < E / D; ++h)
+      row_from_f32(t, src + i * E + h * D, D, dst + static_cast<size_t>(slot[i]) * rb + static_cast<size_t>(h) * db);
   });
 }
 
 void run_slice(const Node& n) {
   const TensorDesc& s = n.src[0].desc;
-  if (is_quantized(s.dtype)) fail(n, "cannot slice quantized tensors");
+  if (is_packed(s.dtype)) fail(n, "cannot slice quantized tensors");
   const int axis = norm_axis(n, n.params.axis, s.ndim);
   const int64_t dim = s.ne[static_cast<size_t>(axis)];
   const int64_t begin = n.params.begin, end = n.params.end ? n.params.end : dim;
@@ -81,7 +86,7 @@ void run_slice(const Node& n) {
 
 void run_concat(const Node& n) {
   const TensorDesc &a = n.src[0].desc, &b = n.src[1].desc;
-  if (a.dtype != b.dtype || is_quantized(a.dtype) || a.ndim != b.ndim) fail(n, "sources must have one plain dtype and rank");
+  if (a.dtype != b.dtype || is_packed(a.dtype) || a.ndim != b.ndim) fail(n, "sources must have one plain dtype and rank");
   const int axis = norm_axis(n, n.params.axis, a.ndim);
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < axis; ++i) outer *= a.ne[static_cast<size_t>(i)];

@@ -57,7 +57,7 @@ class CpuBuffer final : public Buffer {
 };
 
 bool is_cache_dtype(DType t) {
-  return t == DType::f32 || t == DType::f16 || t == DType::bf16;
+  return t == DType::f32 || t == DType::f16 || t == DType::bf16 || is_kv_quantized(t);
 }
 
 /** A checked node list; `ticket` counts its runs so wait() knows which one it waits for. */

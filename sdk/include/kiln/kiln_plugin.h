@@ -23,7 +23,7 @@ extern "C" {
 
 /** ABI version. Major: incompatible change. Minor: additions only (new ops, fields, entries). */
 #define KILN_ABI_MAJOR 2
-#define KILN_ABI_MINOR 1
+#define KILN_ABI_MINOR 2
 
 #if defined(_WIN32)
 #define KILN_EXPORT __declspec(dllexport)
@@ -137,6 +137,13 @@ typedef enum kiln_dtype {
   KILN_DTYPE_I32 = 3,
   KILN_DTYPE_Q8_0 = 4, /**< ggml Q8_0 blocks: 32 values as an f16 scale + 32 int8 (34 bytes) */
   KILN_DTYPE_Q4_0 = 5, /**< ggml Q4_0 blocks: 32 values as an f16 scale + 16 bytes of nibbles (18 bytes) */
+  /* ABI 2.2: the host's quantized KV-cache formats (YAML cache.kv_dtype q8 / q4). A plugin meets
+     them only on the "k" / "v" cache tensors it hands to SET_ROWS and ATTENTION. Each row of D
+     values (the head dim, a multiple of 8) holds groups of G = min(32, largest power of two dividing
+     D): the D quantized values, then D/G f16 scales, padded to a multiple of 4 bytes
+     (docs/backend.md, "Quantized KV cache"). */
+  KILN_DTYPE_KV_Q8 = 6, /**< int8 values, value = q·scale, q in [-127, 127] */
+  KILN_DTYPE_KV_Q4 = 7, /**< int4 values two per byte (even element low nibble), value = (nibble − 8)·scale */
   KILN_DTYPE_ANY = 255 /**< tensor declarations: accept whatever the checkpoint holds */
 } kiln_dtype;
 
@@ -202,7 +209,16 @@ typedef struct kiln_layer_cache_desc {
   uint32_t state_dtype[2];        /**< RECURRENT: KILN_DTYPE_F32 (the ops keep state in f32; the host
                                        refuses any other type) */
   void* reserved[4];
+  /* ABI 2.2: */
+  uint32_t flags;                 /**< KILN_LAYER_* */
 } kiln_layer_cache_desc;
+
+/**
+ * kiln_layer_cache_desc.flags: the layer's keys and values are sensitive to quantization (e.g. a
+ * layer whose cache many later layers read): with a quantized cache.kv_dtype the host keeps it at
+ * 16 bits unless the YAML names the layer in cache.kv_layers.
+ */
+#define KILN_LAYER_KV_SENSITIVE 1u
 
 /** Scalar hyperparameters every model reports (architecture-specific ones stay in the plugin). */
 typedef struct kiln_model_hparams {
@@ -242,8 +258,9 @@ typedef enum kiln_op {
   KILN_OP_NONE = 0,
   /* Data movement. */
   KILN_OP_GET_ROWS = 1,   /**< src0 table [R, ...] (any weight dtype), src1 ids i32 [N] -> f32 [N, ...] */
-  KILN_OP_SET_ROWS = 2,   /**< src0 dst [R, ...] f32/f16/bf16 (written in place), src1 rows f32 [N, ...],
-                               src2 slots i32 [N] (-1: skip) -> dst. Writes KV-cache slots. */
+  KILN_OP_SET_ROWS = 2,   /**< src0 dst [R, ...] f32/f16/bf16/KV_Q8/KV_Q4 (written in place; KV formats
+                               quantize each last-dim row), src1 rows f32 [N, ...], src2 slots i32 [N]
+                               (-1: skip) -> dst. Writes KV-cache slots. */
   KILN_OP_RESHAPE = 3,    /**< src0 -> same data, shape/ndim (one -1 allowed); no copy */
   KILN_OP_SLICE = 4,      /**< src0, axis, [begin, end) -> copy of that range (end 0: to the end) */
   KILN_OP_CONCAT = 5,     /**< src0, src1 joined along axis (other dims equal) */
@@ -270,7 +287,8 @@ typedef enum kiln_op {
   KILN_OP_ROPE = 20,      /**< src0 x f32 [N, H, D], src1 positions i32 [N]; mode, n_dims, n_freq, theta */
   /* Sequence mixers over the ragged batch. */
   KILN_OP_ATTENTION = 21, /**< src0 q f32 [N, Hq, Dk], src1 k cache [B, BS, Hkv, Dk], src2 v cache
-                               [B, BS, Hkv, Dv], src3 block_table i32 [S, MB], src4 seqs i32 [S, 4]
+                               [B, BS, Hkv, Dv] (f32/f16/bf16/KV_Q8/KV_Q4, k and v may differ),
+                               src3 block_table i32 [S, MB], src4 seqs i32 [S, 4]
                                -> f32 [N, Hq, Dv]; causal, GQA, scale (0: 1/√Dk), window, cap */
   KILN_OP_CONV1D_CAUSAL = 22, /**< src0 x f32 [N, C], src1 w f32 [C, K], src2 state f32 [slots, K-1, C]
                                    (updated in place), src3 seqs -> f32 [N, C] (no activation) */

@@ -99,6 +99,8 @@ struct LayerCache {
   uint32_t window = 0;                             ///< SLIDING_KV
   int32_t shares_with = -1;                        ///< reuse another layer's KV
   std::vector<std::vector<int64_t>> state_shapes;  ///< RECURRENT (at most 2), f32
+  /** KV layers: keep this layer at 16 bits when the cache is quantized (KILN_LAYER_KV_SENSITIVE). */
+  bool kv_sensitive = false;
 };
 
 struct ModelHparams {
@@ -199,6 +201,7 @@ struct ModelAdapter {
         for (size_t k = 0; k < lc.state_shapes[s].size(); ++k) c.state_shape[s][k] = lc.state_shapes[s][k];
         c.state_dtype[s] = KILN_DTYPE_F32;
       }
+      c.flags = lc.kv_sensitive ? KILN_LAYER_KV_SENSITIVE : 0u;
       fill_host_struct(out, c);
     });
   }
