@@ -16,6 +16,7 @@ LayerSpec LayerSpec::from_c(const kiln_layer_cache_desc& d) {
   s.head_dim_v = d.head_dim_v;
   s.window = d.window;
   s.shares_with = d.shares_with;
+  s.kv_sensitive = KILN_FITS(&d, kiln_layer_cache_desc, flags) && (d.flags & KILN_LAYER_KV_SENSITIVE);
   for (uint32_t i = 0; i < d.n_state && i < 2; ++i) {
     std::vector<int64_t> shape;
     for (int k = 0; k < KILN_MAX_DIMS && d.state_shape[i][k] > 0; ++k) shape.push_back(d.state_shape[i][k]);
@@ -25,18 +26,76 @@ LayerSpec LayerSpec::from_c(const kiln_layer_cache_desc& d) {
   return s;
 }
 
-uint32_t dtype_size(uint32_t t) {
-  switch (t) {
-    case KILN_DTYPE_F32:
-    case KILN_DTYPE_I32:
-      return 4;
-    case KILN_DTYPE_F16:
-    case KILN_DTYPE_BF16:
-      return 2;
-    default:
-      return 0;
-  }
+uint64_t kv_token_bytes(const LayerSpec& spec, uint32_t t) {
+  if (t != KILN_DTYPE_F32 && t != KILN_DTYPE_F16 && t != KILN_DTYPE_BF16 && t != KILN_DTYPE_KV_Q8 &&
+      t != KILN_DTYPE_KV_Q4)
+    return 0;
+  const DType d = dtype_from_kiln(t);
+  const uint64_t k = row_bytes(d, spec.head_dim_k), v = row_bytes(d, spec.head_dim_v);
+  return k && v ? uint64_t{spec.n_kv_heads} * (k + v) : 0;
 }
+
+namespace {
+
+bool is_kv_layer(const LayerSpec& s) {
+  return s.kind == KILN_CACHE_FULL_KV || s.kind == KILN_CACHE_SLIDING_KV;
+}
+
+/**
+ * Each KV layer's dtype: cache.kv_layers where it names the layer; else, with a quantized default,
+ * 16 bits for the layer the last attention layer reads (errors there reach the logits directly),
+ * for layers the model marks sensitive, and for head dims the formats cannot hold; else the default.
+ * Sharing layers read their source's storage and dtype.
+ */
+void choose_kv_dtypes(CacheLayout& L, const CacheOptions& o) {
+  const auto n = L.layers.size();
+  L.layer_kv_dtype.assign(n, o.kv_dtype);
+  L.layer_kv_reason.assign(n, KvDtypeReason::none);
+  const bool quantized = o.kv_dtype == KILN_DTYPE_KV_Q8 || o.kv_dtype == KILN_DTYPE_KV_Q4;
+  int32_t last = -1;
+  for (size_t i = 0; i < n; ++i)
+    if (is_kv_layer(L.layers[i])) last = L.layer_source[i];
+  for (const auto& [layer, t] : o.kv_layers) {
+    if (layer >= n) throw_error("[cache] cache.kv_layers names layer {}; the model has {} layers", layer, n);
+    const LayerSpec& s = L.layers[layer];
+    if (!is_kv_layer(s)) throw_error("[cache] cache.kv_layers names layer {}, which has no KV cache", layer);
+    if (L.layer_source[layer] != static_cast<int32_t>(layer))
+      throw_error("[cache] cache.kv_layers names layer {}, which reads layer {}'s KV cache: name layer {}", layer,
+                  L.layer_source[layer], L.layer_source[layer]);
+    if (!kv_token_bytes(s, t))
+      throw_error(
+          "[cache] cache.kv_layers: layer {} cannot be stored as {} (head dims {}/{}; q8 and q4 need multiples "
+          "of 8)",
+          layer, kv_dtype_yaml_name(dtype_from_kiln(t)), s.head_dim_k, s.head_dim_v);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const LayerSpec& s = L.layers[i];
+    if (!is_kv_layer(s) || L.layer_source[i] != static_cast<int32_t>(i)) continue;
+    auto& t = L.layer_kv_dtype[i];
+    auto& why = L.layer_kv_reason[i];
+    why = KvDtypeReason::config;
+    if (auto it = o.kv_layers.find(static_cast<uint32_t>(i)); it != o.kv_layers.end()) {
+      t = it->second;
+      why = KvDtypeReason::explicit_layer;
+    } else if (quantized && static_cast<int32_t>(i) == last) {
+      t = o.kv_keep_dtype;
+      why = KvDtypeReason::last_layer;
+    } else if (quantized && s.kv_sensitive) {
+      t = o.kv_keep_dtype;
+      why = KvDtypeReason::sensitive;
+    } else if (!kv_token_bytes(s, t)) {
+      t = o.kv_keep_dtype;
+      why = KvDtypeReason::head_dims;
+    }
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (is_kv_layer(L.layers[i]) && L.layer_source[i] != static_cast<int32_t>(i)) {
+      L.layer_kv_dtype[i] = L.layer_kv_dtype[static_cast<size_t>(L.layer_source[i])];
+      L.layer_kv_reason[i] = L.layer_kv_reason[static_cast<size_t>(L.layer_source[i])];
+    }
+}
+
+}  // namespace
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) {
   return (a + b - 1) / b;
@@ -44,11 +103,12 @@ static uint64_t ceil_div(uint64_t a, uint64_t b) {
 
 CacheLayout plan_layout(const std::vector<LayerSpec>& layers, const CacheOptions& o) {
   if (o.block_tokens == 0) throw_error("[cache] block_tokens must be at least 1");
-  const uint32_t kv_size = dtype_size(o.kv_dtype);
-  if (!kv_size || o.kv_dtype == KILN_DTYPE_I32) throw_error("[cache] KV dtype must be f32, f16 or bf16");
+  for (uint32_t t : {o.kv_dtype, o.kv_keep_dtype})
+    if (t != KILN_DTYPE_F32 && t != KILN_DTYPE_F16 && t != KILN_DTYPE_BF16 && t != KILN_DTYPE_KV_Q8 &&
+        t != KILN_DTYPE_KV_Q4)
+      throw_error("[cache] KV dtype must be f32, f16, bf16, q8 or q4");
   CacheLayout L;
   L.block_tokens = o.block_tokens;
-  L.kv_dtype = o.kv_dtype;
   L.layers = layers;
   const auto n = static_cast<int32_t>(layers.size());
   L.layer_group.assign(layers.size(), -1);
@@ -96,9 +156,11 @@ CacheLayout plan_layout(const std::vector<LayerSpec>& layers, const CacheOptions
       g = L.groups.end() - 1;
     }
     g->layers.push_back(static_cast<uint32_t>(i));
-    g->bytes_per_block += uint64_t{o.block_tokens} * s.n_kv_heads * (s.head_dim_k + s.head_dim_v) * kv_size;
     L.layer_group[static_cast<size_t>(i)] = static_cast<int32_t>(g - L.groups.begin());
   }
+  choose_kv_dtypes(L, o);
+  for (KvGroup& g : L.groups)
+    for (uint32_t l : g.layers) g.bytes_per_block += o.block_tokens * kv_token_bytes(L.layers[l], L.layer_kv_dtype[l]);
 
   // Recurrent slots first: one per sequence that may be alive, and the snapshots'.
   const uint64_t snapshots =
@@ -153,6 +215,48 @@ CacheLayout plan_layout(const std::vector<LayerSpec>& layers, const CacheOptions
   }
   for (const auto& g : L.groups) L.kv_bytes += g.n_blocks * g.bytes_per_block;
   return L;
+}
+
+uint64_t CacheLayout::bytes_per_token() const {
+  uint64_t b = 0;
+  for (const KvGroup& g : groups) b += g.bytes_per_block / block_tokens;
+  return b;
+}
+
+uint64_t CacheLayout::token_capacity() const {
+  uint64_t full = UINT64_MAX, sliding = UINT64_MAX;
+  for (const KvGroup& g : groups)
+    (g.kind == KILN_CACHE_FULL_KV ? full : sliding) =
+        std::min(g.kind == KILN_CACHE_FULL_KV ? full : sliding, uint64_t{g.n_blocks} * block_tokens);
+  return full != UINT64_MAX ? full : sliding != UINT64_MAX ? sliding : 0;
+}
+
+std::string CacheLayout::describe_kv_dtypes() const {
+  // Runs of consecutive storage layers with the same dtype and reason.
+  std::string out;
+  static constexpr const char* kWhy[] = {"", "", "cache.kv_layers", "last layer", "marked sensitive", "head dims"};
+  size_t i = 0;
+  const auto owner = [&](size_t l) {
+    return l < layers.size() && is_kv_layer(layers[l]) && layer_source[l] == static_cast<int32_t>(l);
+  };
+  while (i < layers.size()) {
+    if (!owner(i)) {
+      ++i;
+      continue;
+    }
+    size_t j = i, last = i;
+    while (j < layers.size() &&
+           (!owner(j) || (layer_kv_dtype[j] == layer_kv_dtype[i] && layer_kv_reason[j] == layer_kv_reason[i]))) {
+      if (owner(j)) last = j;
+      ++j;
+    }
+    const char* why = kWhy[static_cast<int>(layer_kv_reason[i])];
+    out += fmt::format("{}{} ({}{}{}{})", out.empty() ? "" : ", ",
+                       kv_dtype_yaml_name(dtype_from_kiln(layer_kv_dtype[i])), last == i ? "layer " : "layers ",
+                       last == i ? std::to_string(i) : fmt::format("{}-{}", i, last), *why ? ": " : "", why);
+    i = last + 1;
+  }
+  return out;
 }
 
 uint64_t budget_from_config(const CacheConfig& c, uint64_t total, uint64_t free) {

@@ -15,6 +15,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/dtype.hpp"
+
 namespace kiln {
 
 ConfigError::ConfigError(std::string file, int line, int column, const std::string& message)
@@ -281,7 +283,8 @@ SamplingConfig read_sampling(const Section& s) {
 }
 
 CacheConfig read_cache(const Section& s) {
-  s.expect_map({"block_tokens", "memory", "prefix_caching", "snapshot_memory", "snapshot_interval", "kv_dtype"});
+  s.expect_map(
+      {"block_tokens", "memory", "prefix_caching", "snapshot_memory", "snapshot_interval", "kv_dtype", "kv_layers"});
   CacheConfig c;
   c.block_tokens = s.number<int>("block_tokens", c.block_tokens, 1, 4096, "an integer");
   if (s.has("memory")) {
@@ -313,9 +316,35 @@ CacheConfig read_cache(const Section& s) {
                                s.sub("snapshot_memory")));
   }
   c.kv_dtype = s.str("kv_dtype", c.kv_dtype);
-  if (c.kv_dtype != "f32" && c.kv_dtype != "f16" && c.kv_dtype != "bf16")
+  if (!kv_dtype_from_name(c.kv_dtype))
     s.fail_at(s.child("kv_dtype"),
-              fmt::format("{} must be one of f32, f16, bf16 (got '{}')", s.sub("kv_dtype"), c.kv_dtype));
+              fmt::format("{} must be one of f32, f16, bf16, q8, q4 (got '{}')", s.sub("kv_dtype"), c.kv_dtype));
+  if (s.has("kv_layers")) {
+    const YAML::Node m = s.child("kv_layers");
+    if (!m.IsMap())
+      s.fail_at(m,
+                fmt::format("{} must be a map of layer index to dtype, e.g. {{0: f16, -1: q8}}", s.sub("kv_layers")));
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      int layer = 0;
+      const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
+      size_t used = 0;
+      try {
+        layer = std::stoi(key, &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (key.empty() || used != key.size())
+        s.fail_at(it->first,
+                  fmt::format("{} keys must be layer indices (negative counts from the last layer), got '{}'",
+                              s.sub("kv_layers"), key));
+      const std::string v = it->second.IsScalar() ? it->second.Scalar() : "";
+      if (!kv_dtype_from_name(v))
+        s.fail_at(it->second,
+                  fmt::format("{}.{} must be one of f32, f16, bf16, q8, q4 (got '{}')", s.sub("kv_layers"), key, v));
+      if (!c.kv_layers.emplace(layer, v).second)
+        s.fail_at(it->first, fmt::format("{} names layer {} twice", s.sub("kv_layers"), layer));
+    }
+  }
   return c;
 }
 
@@ -468,6 +497,11 @@ std::string Config::to_yaml() const {
       e << YAML::Key << "snapshot_memory" << YAML::Value << m.cache.snapshot_memory_bytes;
       e << YAML::Key << "snapshot_interval" << YAML::Value << m.cache.snapshot_interval;
       e << YAML::Key << "kv_dtype" << YAML::Value << m.cache.kv_dtype;
+      if (!m.cache.kv_layers.empty()) {
+        e << YAML::Key << "kv_layers" << YAML::Value << YAML::BeginMap;
+        for (const auto& [layer, t] : m.cache.kv_layers) e << YAML::Key << layer << YAML::Value << t;
+        e << YAML::EndMap;
+      }
       e << YAML::EndMap;
       e << YAML::Key << "tool_parser" << YAML::Value << m.tool_parser;
       e << YAML::Key << "reasoning_parser" << YAML::Value << m.reasoning_parser;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -80,7 +81,11 @@ struct CacheConfig {
   uint64_t snapshot_memory_bytes = 0;
   /** Hybrid models' prefills take a snapshot every this many tokens (a hit resumes at one). */
   int snapshot_interval = 512;
-  std::string kv_dtype = "f32";  ///< f32 | f16 | bf16
+  /** f32 | f16 | bf16 | q8 | q4 (q8 / q4: docs/backend.md, "Quantized KV cache"). With q8 / q4 the
+   *  last layer and layers the model marks sensitive stay f16 unless kv_layers names them. */
+  std::string kv_dtype = "f32";
+  /** Per-layer dtypes that override kv_dtype (negative indices count from the last layer). */
+  std::map<int, std::string> kv_layers;
 };
 
 struct ModelConfig {

@@ -90,6 +90,19 @@ size_t row_bytes(DType t, int64_t n) {
   return static_cast<size_t>(dtype_bytes(t, n).value_or(0));
 }
 
+std::optional<DType> kv_dtype_from_name(std::string_view name) {
+  if (name == "f32") return DType::f32;
+  if (name == "f16") return DType::f16;
+  if (name == "bf16") return DType::bf16;
+  if (name == "q8") return DType::kv_q8;
+  if (name == "q4") return DType::kv_q4;
+  return std::nullopt;
+}
+
+const char* kv_dtype_yaml_name(DType t) {
+  return t == DType::kv_q8 ? "q8" : t == DType::kv_q4 ? "q4" : dtype_name(t);
+}
+
 DType dtype_from_kiln(uint32_t t) {
   switch (t) {
     case KILN_DTYPE_F32:

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 namespace kiln {
 
@@ -18,9 +19,9 @@ enum class DType : uint8_t {
   f16 = KILN_DTYPE_F16,
   bf16 = KILN_DTYPE_BF16,
   i32 = KILN_DTYPE_I32,
-  q8_0 = KILN_DTYPE_Q8_0,  ///< blocks of 32: f16 scale d, 32 × int8 q; value = q·d (34 bytes)
-  q4_0 = KILN_DTYPE_Q4_0,  ///< blocks of 32: f16 scale d, 16 bytes; byte j holds element j (low
-                           ///< nibble) and j+16 (high nibble); value = (nibble − 8)·d (18 bytes)
+  q8_0 = KILN_DTYPE_Q8_0,    ///< blocks of 32: f16 scale d, 32 × int8 q; value = q·d (34 bytes)
+  q4_0 = KILN_DTYPE_Q4_0,    ///< blocks of 32: f16 scale d, 16 bytes; byte j holds element j (low
+                             ///< nibble) and j+16 (high nibble); value = (nibble − 8)·d (18 bytes)
   kv_q8 = KILN_DTYPE_KV_Q8,  ///< KV-cache rows (kv_group): D int8 values, D/G f16 scales, padded to 4 bytes
   kv_q4 = KILN_DTYPE_KV_Q4,  ///< KV-cache rows: D/2 bytes of nibbles (even element low), D/G f16 scales, padded
   // Storage only (checkpoint readers).
@@ -55,6 +56,11 @@ int64_t kv_group(int64_t n);
 std::optional<uint64_t> dtype_bytes(DType t, int64_t n);
 /** Bytes of one row of `n` elements (n a multiple of 32 for quantized types). */
 size_t row_bytes(DType t, int64_t n);
+/** A KV-cache dtype as YAML names it (cache.kv_dtype, cache.kv_layers): f32, f16, bf16, q8, q4. */
+std::optional<DType> kv_dtype_from_name(std::string_view name);
+/** The YAML name of a KV-cache dtype ("q8" for kv_q8). */
+const char* kv_dtype_yaml_name(DType t);
+
 /** A kiln_dtype value as a DType; throws HostError for KILN_DTYPE_ANY and unknown values. */
 DType dtype_from_kiln(uint32_t t);
 /** The kiln_dtype of `t`, or KILN_DTYPE_ANY for the storage-only types. */

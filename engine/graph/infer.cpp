@@ -1,10 +1,10 @@
 // Shape inference: one block per op family, in the order of the kiln_op enum.
 #include "graph/infer.hpp"
 
-#include "core/error.hpp"
-#include "backend/ops.hpp"
-
 #include <fmt/format.h>
+
+#include "backend/ops.hpp"
+#include "core/error.hpp"
 
 namespace kiln::graph {
 namespace {
@@ -36,7 +36,9 @@ struct Check {
   }
 };
 
-TensorDesc shape(DType t, std::initializer_list<int64_t> ne) { return TensorDesc(t, ne); }
+TensorDesc shape(DType t, std::initializer_list<int64_t> ne) {
+  return TensorDesc(t, ne);
+}
 
 int axis_of(const Check& c, int axis, uint32_t ndim) {
   const int a = axis < 0 ? axis + static_cast<int>(ndim) : axis;
@@ -102,7 +104,8 @@ TensorDesc infer(uint32_t op, const kiln_op_params& p, std::span<const TensorDes
         c.require(s[0].numel() % known == 0, "shape does not divide the element count");
         out.ne[static_cast<size_t>(infer_at)] = s[0].numel() / known;
       }
-      c.require(out.numel() == s[0].numel(), fmt::format("cannot reshape {} elements into {}", s[0].numel(), out.str()));
+      c.require(out.numel() == s[0].numel(),
+                fmt::format("cannot reshape {} elements into {}", s[0].numel(), out.str()));
       c.require(!is_packed(out.dtype) || out.last() == s[0].last(), "quantized rows cannot be re-split");
       return out;
     }
@@ -111,7 +114,8 @@ TensorDesc infer(uint32_t op, const kiln_op_params& p, std::span<const TensorDes
       const int a = axis_of(c, p.axis, s[0].ndim);
       const int64_t dim = s[0].ne[static_cast<size_t>(a)];
       const int64_t end = p.end ? p.end : dim;
-      c.require(p.begin >= 0 && p.begin < end && end <= dim, fmt::format("range [{}, {}) outside [0, {})", p.begin, end, dim));
+      c.require(p.begin >= 0 && p.begin < end && end <= dim,
+                fmt::format("range [{}, {}) outside [0, {})", p.begin, end, dim));
       TensorDesc out = s[0];
       out.ne[static_cast<size_t>(a)] = end - p.begin;
       return out;
@@ -170,7 +174,9 @@ TensorDesc infer(uint32_t op, const kiln_op_params& p, std::span<const TensorDes
       c.f32(0, "x");
       c.require(p.eps > 0.0f, "eps must be > 0");
       return s[0];
-    case KILN_OP_SOFTMAX: c.f32(0, "x"); return s[0];
+    case KILN_OP_SOFTMAX:
+      c.f32(0, "x");
+      return s[0];
     case KILN_OP_ROPE: {
       c.f32(0, "x");
       c.require(s[0].ndim == 3, "x must be [N, H, D]");
@@ -240,7 +246,8 @@ TensorDesc infer(uint32_t op, const kiln_op_params& p, std::span<const TensorDes
       c.f32(1, "w");
       c.require(s[0].ndim == 3 && s[1].numel() == s[0].ne[0] * s[0].ne[1], "y must be [N, k, M], w [N, k]");
       return shape(DType::f32, {s[0].ne[0], s[0].ne[2]});
-    default: c.fail("has no shape rule (a bug)");
+    default:
+      c.fail("has no shape rule (a bug)");
   }
 }
 

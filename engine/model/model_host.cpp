@@ -243,11 +243,20 @@ void ModelHost::make_cache(const HostOptions& o) {
   }
   cache::CacheOptions co;
   co.block_tokens = static_cast<uint32_t>(o.cache.block_tokens);
-  co.kv_dtype = o.cache.kv_dtype == "f16"    ? KILN_DTYPE_F16
-                : o.cache.kv_dtype == "bf16" ? KILN_DTYPE_BF16
-                                             : KILN_DTYPE_F32;
-  if (o.cache.kv_dtype != "f32" && co.kv_dtype == KILN_DTYPE_F32)
-    throw_error("[model] cache.kv_dtype '{}' is not one of f32, f16, bf16", o.cache.kv_dtype);
+  const auto kv_dtype = [](const std::string& name) {
+    const std::optional<DType> t = kv_dtype_from_name(name);
+    if (!t) throw_error("[model] cache KV dtype '{}' is not one of f32, f16, bf16, q8, q4", name);
+    return static_cast<uint32_t>(to_kiln(*t));
+  };
+  co.kv_dtype = kv_dtype(o.cache.kv_dtype);
+  for (const auto& [layer, name] : o.cache.kv_layers) {
+    const int64_t l = layer < 0 ? int64_t{hp_.n_layers} + layer : layer;
+    if (l < 0 || l >= hp_.n_layers)
+      throw_error("[model] cache.kv_layers names layer {}; the model has {} layers (0..{}, or -1..-{} from the end)",
+                  layer, hp_.n_layers, hp_.n_layers - 1, hp_.n_layers);
+    if (!co.kv_layers.emplace(static_cast<uint32_t>(l), kv_dtype(name)).second)
+      throw_error("[model] cache.kv_layers names layer {} twice (as {} and {})", l, layer, l - hp_.n_layers);
+  }
   co.max_seqs = o.max_seqs;
   co.snapshot_slots = o.snapshot_slots;
   co.max_context = o.max_context ? o.max_context : std::min<uint32_t>(hp_.max_context ? hp_.max_context : 8192, 8192);
@@ -277,7 +286,6 @@ void ModelHost::make_cache(const HostOptions& o) {
     co.snapshot_bytes = o.cache.snapshot_memory_bytes ? o.cache.snapshot_memory_bytes : co.budget_bytes / 10;
   cache::CacheLayout layout = cache::plan_layout(specs, co);
   const uint32_t bt = layout.block_tokens;
-  const DType kv = dtype_from_kiln(layout.kv_dtype);
   // Caches start zeroed (the zero-state rule): one device-side fill, not host uploads.
   std::vector<backend::CopyRegion> zero;
   auto zeroed = [&zero](std::unique_ptr<backend::Buffer> b) {
@@ -290,6 +298,7 @@ void ModelHost::make_cache(const HostOptions& o) {
       const auto& s = specs[l];
       auto c = std::make_unique<CacheTensors>();
       const int64_t nb = std::max<int64_t>(layout.groups[g].n_blocks, 1);
+      const DType kv = dtype_from_kiln(layout.layer_kv_dtype[l]);
       c->k = make_desc(kv, {nb, bt, s.n_kv_heads, s.head_dim_k});
       c->v = make_desc(kv, {nb, bt, s.n_kv_heads, s.head_dim_v});
       c->kbuf = zeroed(device_->allocate(c->k.bytes(), backend::BufferUsage::state));
@@ -311,6 +320,9 @@ void ModelHost::make_cache(const HostOptions& o) {
   }
   device_->copy(zero);
   device_->sync();
+  if (!layout.groups.empty())
+    log::info("[model] KV cache: {}; {} bytes per token, {} tokens fit", layout.describe_kv_dtypes(),
+              layout.bytes_per_token(), layout.token_capacity());
   limits_.n_vocab = hp_.n_vocab;
   limits_.max_batch_tokens = co.max_batch_tokens;
   limits_.max_batch_seqs = std::min(co.max_seqs, dl.max_batch_seqs);

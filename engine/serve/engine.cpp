@@ -61,7 +61,7 @@ struct Engine::Prep {
   std::string prompt_tail;
   uint32_t max_tokens = 0;
   std::shared_ptr<const grammar::CompiledGrammar> grammar;  ///< constrained requests
-  std::vector<std::unique_ptr<Choice>> choices;  ///< built here, so that a failure is the request's 400
+  std::vector<std::unique_ptr<Choice>> choices;             ///< built here, so that a failure is the request's 400
 };
 
 struct Engine::Graph {
@@ -447,6 +447,8 @@ void Engine::publish_gauges(double step_s, double host_s) {
   g.snapshots = ss.snapshots;
   g.snapshot_bytes = ss.snapshot_bytes;
   g.evicted_snapshots = ss.evicted_snapshots;
+  g.kv_token_capacity = kv.layout().token_capacity();
+  g.kv_bytes_per_token = kv.layout().bytes_per_token();
   for (size_t gi = 0; gi < kv.layout().groups.size(); ++gi) {
     const uint64_t n = kv.layout().groups[gi].n_blocks, f = kv.free_blocks(gi);
     g.kv_blocks_free += f;

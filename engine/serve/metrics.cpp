@@ -111,6 +111,10 @@ std::string Metrics::render() const {
   gauge("kiln_running_sequences", "Sequences in the KV cache.", [](const PerModel& p) { return p.gauges.running; });
   gauge("kiln_kv_blocks_used", "KV cache blocks in use.", [](const PerModel& p) { return p.gauges.kv_blocks_used; });
   gauge("kiln_kv_blocks_free", "KV cache blocks free.", [](const PerModel& p) { return p.gauges.kv_blocks_free; });
+  gauge("kiln_kv_cache_tokens", "Tokens the KV cache holds over all sequences (cache.kv_dtype and kv_layers formats).",
+        [](const PerModel& p) { return p.gauges.kv_token_capacity; });
+  gauge("kiln_kv_cache_bytes_per_token", "KV cache bytes one token takes over every layer with storage.",
+        [](const PerModel& p) { return p.gauges.kv_bytes_per_token; });
   const auto hist = [&](const char* name, const char* help, auto get) {
     head(name, "histogram", help);
     for (const auto& [m, p] : models_) get(p).write(o, name, fmt::format("model=\"{}\"", m));

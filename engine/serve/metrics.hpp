@@ -28,6 +28,7 @@ class Histogram {
 struct EngineGauges {
   uint64_t waiting = 0, running = 0;
   uint64_t kv_blocks_used = 0, kv_blocks_free = 0;
+  uint64_t kv_token_capacity = 0, kv_bytes_per_token = 0;  ///< what the chosen KV formats fit in the budget
   uint64_t preemptions = 0;
   uint64_t prefix_lookups = 0, prefix_hits = 0, cached_tokens = 0;  ///< prefix cache (counters)
   uint64_t cached_blocks = 0, evicted_blocks = 0, snapshots = 0, snapshot_bytes = 0, evicted_snapshots = 0;

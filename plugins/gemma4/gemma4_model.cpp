@@ -110,6 +110,10 @@ class Gemma4Model : public kiln::Model {
     lc.n_kv_heads = y.n_kv_heads;
     lc.head_dim_k = lc.head_dim_v = y.head_dim;
     lc.shares_with = y.kv_source;
+    // A layer whose cache the KV-shared layers read feeds all of them: its quantization error would
+    // reach several layers, so it stays at 16 bits when the cache is quantized.
+    for (uint32_t j = l + 1; j < c_.n_layers; ++j)
+      if (layer(static_cast<int>(j)).kv_source == static_cast<int32_t>(l)) lc.kv_sensitive = true;
     return lc;
   }
 

@@ -352,3 +352,50 @@ TEST(KvCache, SnapshotSlotsNeverStarveSequences) {
   c.free_slot(b);
   EXPECT_EQ(c.free_state_slots(), 2u);
 }
+
+TEST(Layout, QuantizedKvSizesBlocksByTheFormatsAndKeepsTheLastAndSensitiveLayers) {
+  // Head dim 64: f16 rows are 128 bytes, q8 rows 64 + 2·2 = 68, q4 rows 32 + 4 = 36.
+  LayerSpec sens = full(2, 64);
+  sens.kv_sensitive = true;
+  LayerSpec shared = full(2, 64);
+  shared.shares_with = 0;
+  LayerSpec odd = full(2, 36);  // not a multiple of 8: cannot be quantized
+  CacheOptions o = opts(1 << 24);
+  o.kv_dtype = KILN_DTYPE_KV_Q8;
+  CacheLayout L = plan_layout({full(2, 64), sens, odd, shared, full(2, 64), full(2, 64)}, o);
+  EXPECT_EQ(L.layer_kv_dtype, (std::vector<uint32_t>{KILN_DTYPE_KV_Q8, KILN_DTYPE_F16, KILN_DTYPE_F16, KILN_DTYPE_KV_Q8,
+                                                     KILN_DTYPE_KV_Q8, KILN_DTYPE_F16}));
+  EXPECT_EQ(L.layer_kv_reason[1], KvDtypeReason::sensitive);
+  EXPECT_EQ(L.layer_kv_reason[2], KvDtypeReason::head_dims);
+  EXPECT_EQ(L.layer_kv_reason[5], KvDtypeReason::last_layer);
+  const uint64_t q8 = 2 * 68 * 2, f16 = 2 * 128 * 2, f16_36 = 2 * 72 * 2;  // heads x row bytes x (K, V)
+  EXPECT_EQ(L.bytes_per_token(), 2 * q8 + 2 * f16 + f16_36);
+  EXPECT_EQ(L.describe_kv_dtypes(),
+            "q8 (layer 0), f16 (layer 1: marked sensitive), f16 (layer 2: head dims), q8 (layer 4), f16 (layer 5: last "
+            "layer)");
+  EXPECT_EQ(L.groups[0].bytes_per_block, 4 * L.bytes_per_token());
+  EXPECT_EQ(L.token_capacity(), uint64_t{L.groups[0].n_blocks} * 4);
+  // Named layers win, and what cannot be stored as named is an error naming the layer.
+  o.kv_layers = {{5, KILN_DTYPE_KV_Q4}, {1, KILN_DTYPE_KV_Q8}};
+  CacheLayout N = plan_layout({full(2, 64), sens, odd, shared, full(2, 64), full(2, 64)}, o);
+  EXPECT_EQ(N.layer_kv_dtype[5], KILN_DTYPE_KV_Q4);
+  EXPECT_EQ(N.layer_kv_dtype[1], KILN_DTYPE_KV_Q8);
+  EXPECT_EQ(N.layer_kv_reason[5], KvDtypeReason::explicit_layer);
+  for (auto bad :
+       {std::map<uint32_t, uint32_t>{{2, KILN_DTYPE_KV_Q4}}, std::map<uint32_t, uint32_t>{{3, KILN_DTYPE_F16}},
+        std::map<uint32_t, uint32_t>{{9, KILN_DTYPE_F16}}}) {
+    o.kv_layers = bad;
+    EXPECT_THROW(plan_layout({full(2, 64), sens, odd, shared, full(2, 64), full(2, 64)}, o), kiln::HostError);
+  }
+  // The same budget holds more tokens at q8 and q4 than at f16.
+  CacheOptions b = opts(1 << 20);
+  b.max_seqs = 1000;
+  uint64_t tokens[3];
+  for (int i = 0; i < 3; ++i) {
+    b.kv_dtype = i == 0 ? KILN_DTYPE_F16 : i == 1 ? KILN_DTYPE_KV_Q8 : KILN_DTYPE_KV_Q4;
+    b.kv_layers = {{1, b.kv_dtype}};  // every layer in the format
+    tokens[i] = plan_layout({full(2, 64), full(2, 64)}, b).token_capacity();
+  }
+  EXPECT_GT(tokens[1] * 100, tokens[0] * 185);  // 128 / 68 = 1.88x
+  EXPECT_GT(tokens[2] * 100, tokens[0] * 350);  // 128 / 36 = 3.56x
+}

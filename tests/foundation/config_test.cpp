@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "core/config.hpp"
 
@@ -93,6 +94,24 @@ TEST(Config, WrongTypes) {
   EXPECT_EQ(error_of("backend:\n  allow_cpu_fallback: maybe\n").rfind("test.yaml:2:23: backend.allow_cpu_fallback must be true or false", 0), 0u);
   std::string mem = error_of("models:\n  - name: a\n    path: p\n    cache: {memory: lots}\n");
   EXPECT_EQ(mem.rfind("test.yaml:4:21: models[0].cache.memory must be a size such as 2GiB or a fraction", 0), 0u) << mem;
+}
+
+TEST(Config, QuantizedKvCacheAndPerLayerDtypes) {
+  const Config c = Config::load_string(
+      "models:\n  - name: a\n    path: p\n    cache: {kv_dtype: q4, kv_layers: {0: f16, -1: q8}}\n", "test.yaml");
+  EXPECT_EQ(c.models[0].cache.kv_dtype, "q4");
+  EXPECT_EQ(c.models[0].cache.kv_layers, (std::map<int, std::string>{{0, "f16"}, {-1, "q8"}}));
+  const std::string m = "models:\n  - name: a\n    path: p\n    cache: ";
+  std::string e = error_of(m + "{kv_dtype: q8_0}\n");
+  EXPECT_EQ(e.rfind("test.yaml:4:23: models[0].cache.kv_dtype must be one of f32, f16, bf16, q8, q4 (got 'q8_0')", 0), 0u)
+      << e;
+  e = error_of(m + "{kv_layers: {last: f16}}\n");
+  EXPECT_NE(e.find("models[0].cache.kv_layers keys must be layer indices"), std::string::npos) << e;
+  e = error_of(m + "{kv_layers: {3: int8}}\n");
+  EXPECT_NE(e.find("models[0].cache.kv_layers.3 must be one of f32, f16, bf16, q8, q4 (got 'int8')"), std::string::npos)
+      << e;
+  e = error_of(m + "{kv_layers: [f16]}\n");
+  EXPECT_NE(e.find("must be a map of layer index to dtype"), std::string::npos) << e;
 }
 
 TEST(Config, MissingRequiredKey) {

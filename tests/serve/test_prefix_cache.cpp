@@ -238,7 +238,8 @@ struct Arch {
   int vocab;
 };
 
-class PrefixExactness : public ::testing::TestWithParam<std::tuple<Arch, double>> {};
+/** (architecture, temperature, cache.kv_dtype) */
+class PrefixExactness : public ::testing::TestWithParam<std::tuple<Arch, double, const char*>> {};
 
 PluginRegistry& all_models() {
   static const bool init = [] {
@@ -253,7 +254,7 @@ PluginRegistry& all_models() {
 
 // Hits inside a block, on a block boundary, on a delta-rule chunk boundary, past the sliding
 // window (8 on gemma4's): generation from a cache hit has the bits of a fresh host's, greedy and
-// seeded at temperature 1.
+// seeded at temperature 1, and with quantized caches (a row's quantized bits depend on it alone).
 TEST_P(PrefixExactness, AHitGivesTheBitsOfAFreshHostAtEveryPosition) {
   const Arch& a = std::get<0>(GetParam());
   test::TempDir dir;
@@ -270,6 +271,10 @@ TEST_P(PrefixExactness, AHitGivesTheBitsOfAFreshHostAtEveryPosition) {
   o.max_seqs = 4;
   o.cache.block_tokens = a.block_tokens;
   o.prefix_snapshots = true;
+  o.cache.kv_dtype = std::get<2>(GetParam());
+  // Every layer quantized: the last one, and gemma4's donor layers 2 and 3 (its last layers share).
+  o.cache.kv_layers = {{-1, o.cache.kv_dtype}};
+  if (a.name == "gemma4") o.cache.kv_layers = {{2, o.cache.kv_dtype}, {3, o.cache.kv_dtype}};
   auto cached_host = model::ModelHost::open(path, all_models(), o);
   auto fresh_host = model::ModelHost::open(path, all_models(), o);
   Scheduler cached(*cached_host, 0, true), fresh(*fresh_host);
@@ -294,14 +299,19 @@ TEST_P(PrefixExactness, AHitGivesTheBitsOfAFreshHostAtEveryPosition) {
   EXPECT_GE(hits, a.name == "qwen3_5" ? 2u : 5u);
 }
 
+const auto kArchs =
+    ::testing::Values(Arch{"llama", 16, 16, 500}, Arch{"gemma4", 4, 4, 512}, Arch{"qwen3_5", 16, 64, 512});
+const auto kExactnessName = [](const auto& info) {
+  const std::string kv = std::get<2>(info.param);
+  return std::get<0>(info.param).name + (std::get<1>(info.param) > 0 ? "_temperature1" : "_greedy") +
+         (kv == "f32" ? "" : "_" + kv);
+};
 INSTANTIATE_TEST_SUITE_P(Architectures, PrefixExactness,
-                         ::testing::Combine(::testing::Values(Arch{"llama", 16, 16, 500}, Arch{"gemma4", 4, 4, 512},
-                                                              Arch{"qwen3_5", 16, 64, 512}),
-                                            ::testing::Values(0.0, 1.0)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param).name +
-                                  (std::get<1>(info.param) > 0 ? "_temperature1" : "_greedy");
-                         });
+                         ::testing::Combine(kArchs, ::testing::Values(0.0, 1.0), ::testing::Values("f32")),
+                         kExactnessName);
+INSTANTIATE_TEST_SUITE_P(QuantizedKv, PrefixExactness,
+                         ::testing::Combine(kArchs, ::testing::Values(0.0), ::testing::Values("q8", "q4")),
+                         kExactnessName);
 
 TEST(PrefixCache, ACancelledPrefillPublishesOnlyWhatItComputed) {
   auto host = model::ModelHost::open(kStories, test::llama_registry(), options(256, 32));

@@ -1,10 +1,10 @@
 // Data movement: GET_ROWS (embedding gather, dequantizing), SET_ROWS (KV-cache writes, converting),
 // SLICE and CONCAT (copies along one axis).
-#include "backend/cpu/common.hpp"
-#include "backend/cpu/kernels.hpp"
-
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
+
+#include "backend/cpu/common.hpp"
+#include "backend/cpu/kernels.hpp"
 
 namespace kiln::backend::cpu {
 namespace {
@@ -86,7 +86,8 @@ void run_slice(const Node& n) {
 
 void run_concat(const Node& n) {
   const TensorDesc &a = n.src[0].desc, &b = n.src[1].desc;
-  if (a.dtype != b.dtype || is_packed(a.dtype) || a.ndim != b.ndim) fail(n, "sources must have one plain dtype and rank");
+  if (a.dtype != b.dtype || is_packed(a.dtype) || a.ndim != b.ndim)
+    fail(n, "sources must have one plain dtype and rank");
   const int axis = norm_axis(n, n.params.axis, a.ndim);
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < axis; ++i) outer *= a.ne[static_cast<size_t>(i)];
