@@ -102,10 +102,19 @@ void quantize_kv(DType t, const float* src, int64_t n, uint8_t* dst) {
 void dequantize_kv(DType t, const uint8_t* src, int64_t n, float* dst) {
   const int64_t g = kv_group(n);
   const uint8_t* scales = src + (t == DType::kv_q8 ? n : n / 2);
-  for (int64_t e = 0; e < n; ++e) {
-    const float d = f16_to_f32(load_u16(scales + 2 * (e / g)));
-    const int q = t == DType::kv_q8 ? static_cast<int8_t>(src[e]) : ((src[e / 2] >> (e % 2 ? 4 : 0)) & 15) - 8;
-    dst[e] = d * static_cast<float>(q);
+  for (int64_t b = 0; b < n / g; ++b) {
+    const float d = f16_to_f32(load_u16(scales + 2 * b));
+    float* out = dst + b * g;
+    if (t == DType::kv_q8) {
+      const auto* q = reinterpret_cast<const int8_t*>(src + b * g);
+      for (int64_t j = 0; j < g; ++j) out[j] = d * static_cast<float>(q[j]);
+    } else {
+      const uint8_t* q = src + b * g / 2;
+      for (int64_t j = 0; j < g / 2; ++j) {
+        out[2 * j] = d * static_cast<float>((q[j] & 15) - 8);
+        out[2 * j + 1] = d * static_cast<float>((q[j] >> 4) - 8);
+      }
+    }
   }
 }
 
