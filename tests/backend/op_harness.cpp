@@ -33,7 +33,30 @@ float half_to_float(uint16_t h) {  // independent of the backend's converter
   return s ? -v : v;
 }
 
-std::vector<float> to_floats(DType t, const std::vector<std::byte>& b, int64_t n) {
+/** kiln's KV-cache rows (kv_q8 / kv_q4, dtype.hpp) read back independently of the backend: per
+ *  row of `d` values, the int8 values or nibbles, then one f16 scale per kv_group(d) values. */
+std::vector<float> kv_to_floats(DType t, const std::vector<std::byte>& b, int64_t n, int64_t d) {
+  std::vector<float> out(static_cast<size_t>(n));
+  const int64_t g = kv_group(d);
+  const size_t rb = row_bytes(t, d), vals = static_cast<size_t>(t == DType::kv_q8 ? d : d / 2);
+  for (int64_t r = 0; r < n / d; ++r) {
+    const std::byte* row = b.data() + static_cast<size_t>(r) * rb;
+    for (int64_t e = 0; e < d; ++e) {
+      uint16_t h;
+      std::memcpy(&h, row + vals + 2 * static_cast<size_t>(e / g), 2);
+      const auto byte = static_cast<uint8_t>(row[static_cast<size_t>(t == DType::kv_q8 ? e : e / 2)]);
+      const int q = t == DType::kv_q8 ? static_cast<int8_t>(byte) : ((byte >> (e % 2 ? 4 : 0)) & 15) - 8;
+      out[static_cast<size_t>(r * d + e)] = static_cast<float>(q) * half_to_float(h);
+    }
+  }
+  return out;
+}
+
+/** The f32 values of a tensor stored as d.dtype (the KV formats row by row of the last dim). */
+std::vector<float> to_floats(const TensorDesc& d, const std::vector<std::byte>& b) {
+  const DType t = d.dtype;
+  const int64_t n = d.numel();
+  if (is_kv_quantized(t)) return kv_to_floats(t, b, n, d.last());
   std::vector<float> out(static_cast<size_t>(n));
   if (t == DType::f32) {
     std::memcpy(out.data(), b.data(), out.size() * 4);
@@ -47,6 +70,16 @@ std::vector<float> to_floats(DType t, const std::vector<std::byte>& b, int64_t n
     out = dequantize(t, b, n);
   }
   return out;
+}
+
+/** `v` (d.numel() values) stored as d.dtype: the KV formats quantize each last-dim row on its own. */
+std::vector<std::byte> from_floats(const TensorDesc& d, const std::vector<float>& v) {
+  std::vector<std::byte> bytes(d.bytes());
+  const int64_t row = is_kv_quantized(d.dtype) ? d.last() : d.numel();
+  for (int64_t r = 0; row && r < d.numel() / row; ++r)
+    backend::cpu::row_from_f32(d.dtype, v.data() + r * row, row,
+                               bytes.data() + static_cast<size_t>(r) * row_bytes(d.dtype, row));
+  return bytes;
 }
 
 }  // namespace
@@ -109,18 +142,14 @@ uint32_t OpGraph::cache(DType t, std::initializer_list<int64_t> shape, bool zero
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   if (!zero)
     for (float& x : v) x = u(rng_);
-  std::vector<std::byte> bytes(d.bytes());
-  backend::cpu::row_from_f32(t, v.data(), d.numel(), bytes.data());
-  return external(graph::TensorKind::cache, std::move(name), d, std::move(bytes));
+  return external(graph::TensorKind::cache, std::move(name), d, from_floats(d, v));
 }
 
 uint32_t OpGraph::cache_values(DType t, std::initializer_list<int64_t> shape, const std::vector<float>& values,
                                std::string name) {
   const TensorDesc d = desc_of(t, shape);
   if (static_cast<int64_t>(values.size()) != d.numel()) throw std::runtime_error("test bug: cache_values size");
-  std::vector<std::byte> bytes(d.bytes());
-  backend::cpu::row_from_f32(t, values.data(), d.numel(), bytes.data());
-  return external(graph::TensorKind::cache, std::move(name), d, std::move(bytes));
+  return external(graph::TensorKind::cache, std::move(name), d, from_floats(d, values));
 }
 
 uint32_t OpGraph::op(kiln_op op, std::initializer_list<uint32_t> srcs, const kiln_op_params& p) {
@@ -129,7 +158,7 @@ uint32_t OpGraph::op(kiln_op op, std::initializer_list<uint32_t> srcs, const kil
 
 std::vector<float> OpGraph::data_f32(uint32_t t) const {
   const TensorDesc& d = graph_.tensor(t).desc;
-  return to_floats(d.dtype, data_.at(t), d.numel());
+  return to_floats(d, data_.at(t));
 }
 
 std::vector<Output> OpGraph::run(Device& device) const {
@@ -169,7 +198,7 @@ std::vector<Output> OpGraph::run(Device& device) const {
       o.i.resize(static_cast<size_t>(ref.desc.numel()));
       std::memcpy(o.i.data(), bytes.data(), bytes.size());
     } else {
-      o.f = to_floats(ref.desc.dtype, bytes, ref.desc.numel());
+      o.f = to_floats(ref.desc, bytes);
     }
     out.push_back(std::move(o));
   };
