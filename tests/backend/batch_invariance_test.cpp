@@ -1,6 +1,6 @@
-// Batch invariance (docs/backend.md §5): on every device, one row (MATMUL, MOE_MATMUL, RMS_NORM)
-// or one sequence (ATTENTION, GATED_DELTA) computed alone is bitwise identical to the same row or
-// sequence computed inside a batch, at any position.
+// Batch invariance (docs/backend.md §5): on every device, one row (MATMUL, MOE_MATMUL, RMS_NORM,
+// SET_ROWS into the quantized KV formats) or one sequence (ATTENTION, GATED_DELTA) computed alone
+// is bitwise identical to the same row or sequence computed inside a batch, at any position.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -96,6 +96,27 @@ TEST_P(BatchInvariance, Norms) {
                   params([](auto& q) { q.eps = 1e-6f; })));
     return g.run(d)[0].f;
   });
+}
+
+TEST_P(BatchInvariance, QuantizedCacheWrites) {
+  // kv_q8 / kv_q4 rows (groups of 8, 32 and 32 values for head dims 8, 96, 128): a token's cache
+  // row holds the same bits whichever batch wrote it. The cache (slots 0..n-1 for the n rows of
+  // a batch, in order) is the output, read back as the values its bits stand for.
+  const int64_t N = 7, Hkv = 2;
+  for (DType t : {DType::kv_q8, DType::kv_q4})
+    for (int64_t D : {8, 96, 128}) {
+      SCOPED_TRACE(fmt::format("{} D {}", dtype_name(t), D));
+      const auto x = random(static_cast<size_t>(N * Hkv * D), 9, -2, 2);
+      check_rows(*GetParam(), N, Hkv * D, [&](Device& d, const std::vector<int64_t>& rows) {
+        OpGraph g;
+        const auto n = static_cast<int64_t>(rows.size());
+        std::vector<int32_t> slots(rows.size());
+        for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int32_t>(i);
+        const uint32_t cache = g.cache(t, {n, Hkv, D}, true);
+        g.op(KILN_OP_SET_ROWS, {cache, g.f32_values({n, Hkv, D}, rows_of(x, Hkv * D, rows)), g.i32({n}, slots)});
+        return g.run(d)[0].f;
+      });
+    }
 }
 
 /** Sequences of one paged cache: (q_len, kv_len) and their first block in a shared pool. */

@@ -77,6 +77,32 @@ std::vector<Case> cases_get_rows() {
   return c;
 }
 
+/**
+ * n rows of d values for the KV formats' quantizer, a group pattern per 8 values: random, all
+ * zero (scale 0), exact half-steps of an f16 scale (x / scale ties, rounded to even), magnitudes
+ * whose scale is an f16 subnormal, and a negative largest value (kv_q4's -8). Kept within a few
+ * hundred so one value a step off still shows in the NMSE (vulkan_backend_test compares the bytes,
+ * clamped scales included).
+ */
+std::vector<float> kv_edge_rows(int64_t n, int64_t d, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n * d));
+  for (size_t i0 = 0; i0 < v.size(); i0 += 8) {
+    const unsigned kind = rng() % 6;
+    const float s = 0.03125f * static_cast<float>(1 + rng() % 64);  // an f16 value
+    for (size_t j = 0; j < 8; ++j) {
+      const float r = u(rng);
+      v[i0 + j] = kind == 0   ? r
+                  : kind == 1 ? 0.0f
+                  : kind == 2 ? (std::floor(r * 127.0f) + 0.5f) * s  // q8 ties (and some q4 ones)
+                  : kind == 3 ? r * 3e-6f
+                  : kind == 4 ? r * 100.0f
+                              : (j == 3 ? -8.0f * s : (std::floor(r * 8.0f) + 0.5f) * s);  // q4 ties
+    }
+  }
+  return v;
+}
+
 std::vector<Case> cases_set_rows() {
   std::vector<Case> c;
   for (DType t : kCacheTypes)
@@ -84,6 +110,29 @@ std::vector<Case> cases_set_rows() {
                    const uint32_t cache = g.cache(t, {5, 4, 2, 32});
                    g.op(KILN_OP_SET_ROWS, {cache, g.f32({6, 2, 32}), g.i32({6}, {3, 17, -1, 0, 9, 19})});
                  }});
+  // The KV formats quantize each head's row on its own (groups of 8, 16 or 32 by head dim). The
+  // Vulkan kernel reproduces the CPU reference's rounding without trusting its own division's last
+  // bits (set_rows_kv.comp), so the bits should match exactly; the small threshold leaves room for
+  // one value a step off on a device whose f16 conversion or compare disagrees (1 of ~1000 values
+  // a q8 step off is ~1e-8, a q4 step ~1e-6).
+  for (DType t : {DType::kv_q8, DType::kv_q4})
+    for (int64_t d : {8, 24, 64, 96, 128, 256, 512}) {
+      if (!heavy() && (d == 256 || d == 24)) continue;
+      c.push_back({fmt::format("{} cache 3x4x2x{} n6", dtype_name(t), d), 1e-6, [t, d](OpGraph& g) {
+                     const uint32_t cache = g.cache(t, {3, 4, 2, d});
+                     g.op(KILN_OP_SET_ROWS, {cache, g.f32_values({6, 2, d}, kv_edge_rows(12, d, g.rng())),
+                                             g.i32({6}, {3, 7, -1, 0, 9, 11})});
+                   }});
+    }
+  // A layer's K and V writes with the same slots (one fused dispatch on Vulkan), head dims 128 / 80.
+  for (DType t : {DType::kv_q8, DType::kv_q4})
+    c.push_back(
+        {fmt::format("{} K and V caches Dk 128 Dv 80 n5", dtype_name(t)), 1e-6, [t](OpGraph& g) {
+           const uint32_t kc = g.cache(t, {4, 2, 2, 128}, false, "k"), vc = g.cache(t, {4, 2, 2, 80}, false, "v");
+           const uint32_t slots = g.i32({5}, {6, 1, -1, 7, 0});
+           g.op(KILN_OP_SET_ROWS, {kc, g.f32({5, 2, 128}, -3.0f, 3.0f), slots});
+           g.op(KILN_OP_SET_ROWS, {vc, g.f32({5, 2, 80}), slots});
+         }});
   return c;
 }
 

@@ -1319,6 +1319,83 @@ TEST(Vulkan, KAndVCacheWritesRunAsOneDispatchWithTheSameBits) {
   }
 }
 
+TEST(Vulkan, QuantizedCacheWritesAreTheCpuBytesFusedAndInWindows) {
+  // SET_ROWS into kv_q8 / kv_q4 (set_rows_kv.comp) writes the bytes the CPU reference writes,
+  // for values the rounding can get wrong: ties x / scale = k + 1/2 (to even), scales that are 0,
+  // f16 subnormals or clamped to 65504, infinities, and q4's largest value -8·scale. K (head dim
+  // 96: groups of 32) and V (40: 5 groups of 8 and a 2-byte pad) with the same slots are one
+  // dispatch; with a 4 KiB storage reach each is written in windows of slots. Untouched rows keep
+  // their bytes, the pad is zeroed, and caches at offsets off 16 bytes are addressed right.
+  REQUIRE_VULKAN(dev);
+  Device& cpu = backend::Registry::instance().cpu();
+  auto small = device_with_env({{"KILN_VULKAN_STORAGE_REACH", "4096"}});
+  const int64_t Hkv = 2, Dk = 96, Dv = 40, R = 40;
+  const std::vector<int32_t> slot_ids = {5, 17, 18, -1, 39, 0};
+  const auto N = static_cast<int64_t>(slot_ids.size());
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto rows_of_kind = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (size_t i0 = 0; i0 < v.size(); i0 += 8) {
+      const unsigned kind = rng() % 8;
+      const float s = 0.0625f * static_cast<float>(1 + rng() % 32);
+      for (size_t j = 0; j < 8; ++j) {
+        const float r = u(rng);
+        v[i0 + j] = kind == 0   ? r
+                    : kind == 1 ? 0.0f
+                    : kind == 2 ? (std::floor(r * 127.0f) + 0.5f) * s
+                    : kind == 3 ? r * 2e-6f
+                    : kind == 4 ? r * 3e7f
+                    : kind == 5 ? (j == 5 ? -8.0f * s : (std::floor(r * 8.0f) + 0.5f) * s)
+                    : kind == 6 ? (j == 2   ? -INFINITY
+                                   : j == 6 ? INFINITY
+                                            : r)
+                                : r * 1e3f;
+      }
+    }
+    return v;
+  };
+  const auto k = rows_of_kind(N * Hkv * Dk), v = rows_of_kind(N * Hkv * Dv);
+  for (DType t : {DType::kv_q8, DType::kv_q4}) {
+    SCOPED_TRACE(dtype_name(t));
+    const TensorDesc kd(t, {R, Hkv, Dk}), vd(t, {R, Hkv, Dv});
+    const size_t at_k = 4, at_v = at_k + kd.bytes() + 20;  // 4-byte aligned, not 16
+    std::vector<std::byte> init(at_v + vd.bytes());
+    for (size_t i = 0; i < init.size(); ++i) init[i] = static_cast<std::byte>(i * 37 % 251);
+    auto run = [&](Device& d, bool pair) {
+      Bufs b;
+      auto cache = d.allocate(init.size(), backend::BufferUsage::state);
+      cache->upload(0, init.data(), init.size());
+      const backend::TensorRef kc{cache.get(), at_k, kd}, vc{cache.get(), at_v, vd};
+      auto ts = b.make(d, TensorDesc(DType::i32, {N}), slot_ids.data());
+      auto tk = b.make(d, TensorDesc(DType::f32, {N, Hkv, Dk}), k.data());
+      auto tv = b.make(d, TensorDesc(DType::f32, {N, Hkv, Dv}), v.data());
+      const backend::Node wk = node(KILN_OP_SET_ROWS, {kc, tk, ts}, kc), wv = node(KILN_OP_SET_ROWS, {vc, tv, ts}, vc);
+      std::vector<std::vector<backend::Node>> graphs = pair ? std::vector<std::vector<backend::Node>>{{wk, wv}}
+                                                            : std::vector<std::vector<backend::Node>>{{wk}, {wv}};
+      uint64_t dispatches = 0;
+      for (auto& nodes : graphs) {
+        backend::BoundGraph g;
+        g.nodes = std::move(nodes);
+        d.compute(g);
+        if (&d != &cpu) dispatches += static_cast<vk::VulkanDevice&>(d).last_dispatches();
+      }
+      std::vector<std::byte> out(init.size());
+      cache->download(0, out.data(), out.size());
+      return std::make_pair(out, dispatches);
+    };
+    const auto want = run(cpu, true).first;
+    ASSERT_NE(std::memcmp(want.data(), init.data(), want.size()), 0);
+    const auto fused = run(*dev, true);
+    EXPECT_EQ(fused.second, 1u) << "K and V in one dispatch";
+    EXPECT_EQ(fused.first, want) << "fused";
+    EXPECT_EQ(run(*dev, false).first, want) << "apart";
+    const auto windows = run(*small, true);
+    EXPECT_GE(windows.second, 3u) << "the K cache in windows of slots (2 or more), then V";
+    EXPECT_EQ(windows.first, want) << "in windows";
+  }
+}
+
 TEST(Vulkan, AFenceTimeoutIsADeviceErrorAndLosesTheDevice) {
   REQUIRE_VULKAN(dev);
   auto tdev = device_with_env({{"KILN_VULKAN_TIMEOUT_S", "0.000001"}});

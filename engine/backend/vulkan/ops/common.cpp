@@ -1,6 +1,8 @@
 // OpEnv helpers and the capability check (supports_op) of the Vulkan backend.
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
+#include <string>
 
 #include "backend/vulkan/device.hpp"
 #include "backend/vulkan/ops/ops.hpp"
@@ -113,6 +115,17 @@ bool is_float_cache(DType t) {
   return t == DType::f32 || t == DType::f16 || t == DType::bf16;
 }
 
+// Why the Vulkan kernels cannot take a kv_q8 / kv_q4 cache, if they cannot: its rows (the last
+// dim) must be a multiple of 8 values (kv_group; an 8-dim group then has one scale) and start on
+// a 4-byte boundary (the kernels address them in 32-bit words; rows are a multiple of 4 bytes).
+std::optional<std::string> kv_cache_refusal(const TensorRef& t) {
+  if (!kv_group(t.desc.last()))
+    return fmt::format("{} rows of {} values (a multiple of 8 needed)", dtype_name(t.desc.dtype), t.desc.last());
+  if (t.offset % 4)
+    return fmt::format("{} cache at offset {} (a multiple of 4 bytes needed)", dtype_name(t.desc.dtype), t.offset);
+  return std::nullopt;
+}
+
 }  // namespace
 
 Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
@@ -140,10 +153,18 @@ Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
       return Support::yes();
     }
     case KILN_OP_SET_ROWS:
-      if (!is_float_cache(src(0).dtype))
+      if (!is_float_cache(src(0).dtype) && !is_kv_quantized(src(0).dtype))
         return Support::no(fmt::format("{} destination", dtype_name(src(0).dtype)));
-      if (src(0).dtype != DType::f32 && !d.storage16)
+      if (src(0).dtype != DType::f32 && !d.storage16)  // kv formats: their f16 scales
         return Support::no("16-bit destination without storageBuffer16BitAccess");
+      if (is_kv_quantized(src(0).dtype)) {
+        if (auto why = kv_cache_refusal(n.src[0])) return Support::no(*why);
+        // Each slot's values quantized as whole rows of the destination's last dim.
+        const int64_t slots = src(2).numel(), hd = src(0).last();
+        if (slots && src(1).numel() % (slots * hd))
+          return Support::no(fmt::format("rows of {} values per slot are not whole {}-value {} rows",
+                                         src(1).numel() / slots, hd, dtype_name(src(0).dtype)));
+      }
       return Support::yes();
     case KILN_OP_SLICE:
     case KILN_OP_CONCAT:

@@ -5,7 +5,6 @@
 
 namespace kiln::vk {
 
-
 namespace {
 
 int axis_of(const OpEnv& e, int axis, uint32_t ndim) {
@@ -41,6 +40,13 @@ bool set_rows_shape(const backend::Node& n, int64_t& N, int64_t& D, int64_t& R) 
   return N > 0 && D > 0 && rows.desc.numel() == N * D && dst.desc.numel() % D == 0;
 }
 
+// A kv_q8 / kv_q4 destination quantizes each last-dim row of HD values on its own: a slot's D
+// values must be whole such rows (kv_group(HD) != 0: HD a multiple of 8).
+bool kv_rows(const backend::Node& n, int64_t D) {
+  const int64_t hd = n.src[0].desc.last();
+  return kv_group(hd) != 0 && D % hd == 0;
+}
+
 }  // namespace
 
 bool fuses_set_rows(VulkanDevice& dev, const backend::Node& a, const backend::Node& b) {
@@ -50,7 +56,9 @@ bool fuses_set_rows(VulkanDevice& dev, const backend::Node& a, const backend::No
   const backend::TensorRef &s = a.src[2], &s2 = b.src[2];
   if (s.buffer != s2.buffer || s.offset != s2.offset || N != N2) return false;  // the same slots
   const DType dt = a.src[0].desc.dtype;
-  if (b.src[0].desc.dtype != dt || (dt != DType::f32 && dt != DType::f16 && dt != DType::bf16)) return false;
+  if (b.src[0].desc.dtype != dt || (dt != DType::f32 && dt != DType::f16 && dt != DType::bf16 && !is_kv_quantized(dt)))
+    return false;
+  if (is_kv_quantized(dt) && (!kv_rows(a, D) || !kv_rows(b, D2))) return false;
   // Neither write may touch what the other reads (rows, slots) or writes.
   for (const backend::TensorRef* w : {&a.src[0], &b.src[0]})
     for (const backend::TensorRef* r : {&a.src[1], &b.src[1], &s})
@@ -72,23 +80,35 @@ void record_set_rows(const OpEnv& e, const backend::Node* second) {
     return;  // nothing to write
   }
   const DType dt = dst.desc.dtype;
-  const uint32_t mode = dt == DType::f32 ? 0u : dt == DType::f16 ? 1u : 2u, es = mode ? 2 : 4;
-  const Pipeline& p = e.pipeline("set_rows", std::vector<Bind>(8, Bind::storage), {mode, second ? 1u : 0u});
+  // kv_q8 / kv_q4 (set_rows_kv.comp): one invocation per group of G values of a head row of HD,
+  // offsets in 4-byte words; the other dtypes (set_rows.comp): one per element, offsets in elements.
+  const bool kv = is_kv_quantized(dt);
+  const int64_t hd = dst.desc.last();
+  if (kv && !kv_rows(n, D)) e.fail(fmt::format("{} rows of {} values are not whole rows of {}", dtype_name(dt), D, hd));
+  const uint32_t mode = kv ? (dt == DType::kv_q8 ? 3u : 4u) : dt == DType::f32 ? 0u : dt == DType::f16 ? 1u : 2u;
+  const uint32_t es = kv || mode == 0 ? 4 : 2;
+  const Pipeline& p =
+      e.pipeline(kv ? "set_rows_kv" : "set_rows", std::vector<Bind>(8, Bind::storage), {mode, second ? 1u : 0u});
   Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 4, 4};  // idempotent flag: no hazard
   std::vector<uint32_t> push = {u32(N), u32(D), u32(R), e.off(rows, 4), e.off(slots, 4), e.off(dst, es), 0, 0,
                                 0,      0,      0,      u32(R)};
-  uint64_t items = static_cast<uint64_t>(N * D);
-  const uint64_t reach = e.dev.policy().storage_reach, row_bytes = static_cast<uint64_t>(D) * es;
+  if (kv) push.insert(push.end(), {u32(hd), 0});
+  const auto items_of = [&](int64_t d, int64_t h) { return static_cast<uint64_t>(N * (kv ? d / kv_group(h) : d)); };
+  uint64_t items = items_of(D, hd);
+  // Bytes of one slot's row of the destination.
+  const uint64_t reach = e.dev.policy().storage_reach,
+                 slot_bytes = kv ? static_cast<uint64_t>(D / hd) * row_bytes(dt, hd) : static_cast<uint64_t>(D) * es;
   if (second || dst.offset - OpEnv::base(dst) + dst.desc.bytes() <= reach) {
     // Without a second write, its bindings repeat this one's (never touched).
     Arg rows2 = e.ssbo(rows), e32 = e.ssbo(dst, true), e16 = e.ssbo(dst, true);
-    if (second) {  // fuses_set_rows checked shapes, slots, overlaps and reach
+    if (second) {  // fuses_set_rows checked shapes, slots, dtypes, overlaps and reach
       const backend::TensorRef &dst2 = second->src[0], &r2 = second->src[1];
       const int64_t D2 = r2.desc.numel() / N;
       push[6] = u32(D2), push[7] = u32(dst2.desc.numel() / D2), push[8] = e.off(r2, 4);
       push[9] = e.off(dst2, es);
+      if (kv) push[13] = u32(dst2.desc.last());
       rows2 = e.ssbo(r2), e32 = e.ssbo(dst2, true), e16 = e.ssbo(dst2, true);
-      items += static_cast<uint64_t>(N * D2);
+      items += items_of(D2, dst2.desc.last());
     }
     e.dispatch_items(p, {e.ssbo(rows), e.ssbo(slots), e.ssbo(dst, true), e.ssbo(dst, true), flags, rows2, e32, e16},
                      push, items);
@@ -97,13 +117,14 @@ void record_set_rows(const OpEnv& e, const backend::Node* second) {
   // A destination beyond one binding (a large KV cache on lavapipe): windows of whole rows, each
   // bound from its own 256-byte aligned base; every window's dispatch skips the other slots.
   e.check_in_buffer(dst);
-  if (row_bytes + 256 > reach)
-    e.fail(fmt::format("a destination row of {} bytes exceeds a storage binding", row_bytes));
-  const int64_t per = static_cast<int64_t>((reach - 256) / row_bytes);
+  if (slot_bytes + 256 > reach)
+    e.fail(fmt::format("a destination row of {} bytes exceeds a storage binding", slot_bytes));
+  const int64_t per = static_cast<int64_t>((reach - 256) / slot_bytes);
   for (int64_t lo = 0; lo < R; lo += per) {
     const int64_t hi = std::min(R, lo + per);
-    const uint64_t start = dst.offset + static_cast<uint64_t>(lo) * row_bytes, base = OpEnv::base({nullptr, start, {}});
-    const Arg win{&e.alloc(dst), VK_FORMAT_UNDEFINED, true, start, static_cast<uint64_t>(hi - lo) * row_bytes, base};
+    const uint64_t start = dst.offset + static_cast<uint64_t>(lo) * slot_bytes,
+                   base = OpEnv::base({nullptr, start, {}});
+    const Arg win{&e.alloc(dst), VK_FORMAT_UNDEFINED, true, start, static_cast<uint64_t>(hi - lo) * slot_bytes, base};
     push[5] = u32(static_cast<int64_t>((start - base) / es)), push[10] = u32(lo), push[11] = u32(hi);
     e.dispatch_items(p, {e.ssbo(rows), e.ssbo(slots), win, win, flags, e.ssbo(rows), win, win}, push, items);
   }
