@@ -125,21 +125,26 @@ struct SeqSpec {
 };
 
 /** Each sequence of a ragged attention batch gives the bits it gives alone or second of two. */
-void attention_batch_invariance(Device& d, int64_t Hq, int64_t Hkv, int64_t D, float scale);
+void attention_batch_invariance(Device& d, DType kt, DType vt, int64_t Hq, int64_t Hkv, int64_t D, float scale);
 
 TEST_P(BatchInvariance, Attention) {
-  // Head dims 32 and Gemma 4's full-layer 512 (one KV head for 8 query heads, scale 1).
+  // f16 caches with head dims 32 and Gemma 4's full-layer 512 (one KV head for 8 query heads,
+  // scale 1); the quantized KV formats with head dims 64 and 128 (GQA 4, K and V of different
+  // formats).
   struct Shape {
+    DType k, v;
     int64_t Hq, Hkv, D;
     float scale;
   };
-  for (const Shape& sh : {Shape{4, 2, 32, 0.0f}, Shape{8, 1, 512, 1.0f}}) {
-    SCOPED_TRACE(sh.D);
-    attention_batch_invariance(*GetParam(), sh.Hq, sh.Hkv, sh.D, sh.scale);
+  const DType f16 = DType::f16, q8 = DType::kv_q8, q4 = DType::kv_q4;
+  for (const Shape& sh : {Shape{f16, f16, 4, 2, 32, 0.0f}, Shape{f16, f16, 8, 1, 512, 1.0f},
+                          Shape{q8, q8, 4, 2, 64, 0.0f}, Shape{q4, q8, 8, 2, 128, 0.0f}}) {
+    SCOPED_TRACE(fmt::format("{} / {} D {}", dtype_name(sh.k), dtype_name(sh.v), sh.D));
+    attention_batch_invariance(*GetParam(), sh.k, sh.v, sh.Hq, sh.Hkv, sh.D, sh.scale);
   }
 }
 
-void attention_batch_invariance(Device& d, int64_t Hq, int64_t Hkv, int64_t D, float scale) {
+void attention_batch_invariance(Device& d, DType kt, DType vt, int64_t Hq, int64_t Hkv, int64_t D, float scale) {
   const int64_t BS = 8, NB = 24, MB = 8;
   const std::vector<SeqSpec> specs = {{1, 45}, {7, 20}, {12, 12}, {1, 3}};
   const auto kc = random(static_cast<size_t>(NB * BS * Hkv * D), 7),
@@ -167,8 +172,8 @@ void attention_batch_invariance(Device& d, int64_t Hq, int64_t Hkv, int64_t D, f
       }
       const auto S = static_cast<int64_t>(order.size());
       g.output(g.op(KILN_OP_ATTENTION,
-                    {g.f32_values({start, Hq, D}, qs), g.cache_values(DType::f16, {NB, BS, Hkv, D}, kc, "k"),
-                     g.cache_values(DType::f16, {NB, BS, Hkv, D}, vc, "v"), g.i32({S, MB}, table), g.i32({S, 4}, seqs)},
+                    {g.f32_values({start, Hq, D}, qs), g.cache_values(kt, {NB, BS, Hkv, D}, kc, "k"),
+                     g.cache_values(vt, {NB, BS, Hkv, D}, vc, "v"), g.i32({S, MB}, table), g.i32({S, 4}, seqs)},
                     params([&](auto& p) { p.window = window, p.scale = scale; })));
       return g.run(d)[0].f;
     };

@@ -279,8 +279,8 @@ std::vector<Case> cases_rope() {
 struct Paged {
   uint32_t k, v, table, seqs;
 };
-Paged paged(OpGraph& g, DType t, const std::vector<std::pair<int, int>>& lens, int64_t bs, int64_t hkv, int64_t dk,
-            int64_t dv) {
+Paged paged(OpGraph& g, DType kt, DType vt, const std::vector<std::pair<int, int>>& lens, int64_t bs, int64_t hkv,
+            int64_t dk, int64_t dv) {
   int64_t mb = 1, total = 0;
   for (auto [q, kv] : lens) mb = std::max<int64_t>(mb, (kv + bs - 1) / bs), total += (kv + bs - 1) / bs;
   const int64_t nblocks = total + 3;
@@ -293,8 +293,8 @@ Paged paged(OpGraph& g, DType t, const std::vector<std::pair<int, int>>& lens, i
     for (int64_t b = 0; b < (lens[s].second + bs - 1) / bs; ++b)
       table[s * static_cast<size_t>(mb) + static_cast<size_t>(b)] = perm[next++];
   Paged p;
-  p.k = g.cache(t, {nblocks, bs, hkv, dk}, false, "k");
-  p.v = g.cache(t, {nblocks, bs, hkv, dv}, false, "v");
+  p.k = g.cache(kt, {nblocks, bs, hkv, dk}, false, "k");
+  p.v = g.cache(vt, {nblocks, bs, hkv, dv}, false, "v");
   p.table = g.i32({static_cast<int64_t>(lens.size()), mb}, table);
   p.seqs = g.i32({static_cast<int64_t>(lens.size()), 4}, seqs_rows(lens));
   return p;
@@ -328,16 +328,51 @@ std::vector<Case> cases_attention() {
     as.push_back({"decode kv 8192, head dim 260", {{1, 8192}, {1, 3000}}, 8, 2, 260, 260, 16, 0, 0, 0});
   }
   std::vector<Case> c;
+  auto add = [&c](DType kt, DType vt, const A& a) {
+    const std::string types = kt == vt ? dtype_name(kt) : fmt::format("{} K {} V", dtype_name(kt), dtype_name(vt));
+    c.push_back({fmt::format("{} {}", types, a.name), 5e-7, [kt, vt, a](OpGraph& g) {
+                   const Paged p = paged(g, kt, vt, a.lens, a.bs, a.hkv, a.dk, a.dv);
+                   int64_t n = 0;
+                   for (auto [q, kv] : a.lens) n += q;
+                   const uint32_t q = g.f32({n, a.hq, a.dk});
+                   g.output(g.op(KILN_OP_ATTENTION, {q, p.k, p.v, p.table, p.seqs},
+                                 params([&](auto& x) { x.window = a.window, x.cap = a.cap, x.scale = a.scale; })));
+                 }});
+  };
   for (DType t : kCacheTypes)
-    for (const A& a : as)
-      c.push_back({fmt::format("{} {}", dtype_name(t), a.name), 5e-7, [t, a](OpGraph& g) {
-                     const Paged p = paged(g, t, a.lens, a.bs, a.hkv, a.dk, a.dv);
-                     int64_t n = 0;
-                     for (auto [q, kv] : a.lens) n += q;
-                     const uint32_t q = g.f32({n, a.hq, a.dk});
-                     g.output(g.op(KILN_OP_ATTENTION, {q, p.k, p.v, p.table, p.seqs},
-                                   params([&](auto& x) { x.window = a.window, x.cap = a.cap, x.scale = a.scale; })));
-                   }});
+    for (const A& a : as) add(t, t, a);
+  // The KV formats (kv_q8 / kv_q4): caches of random values quantized by the CPU reference, so
+  // both devices read the same bits and dequantize them exactly (q x an f16 scale); every head dim
+  // in use (groups of 8, 16 and 32), GQA, windows, decode and prefill in ragged batches, K and V of
+  // different formats.
+  const DType q8 = DType::kv_q8, q4 = DType::kv_q4;
+  struct KvA {
+    DType k, v;
+    A a;
+  };
+  std::vector<KvA> kv = {
+      {q8, q8, {"ragged decode+chunk+prefill, GQA 4", {{1, 50}, {5, 40}, {9, 9}}, 8, 2, 64, 64, 16, 0, 0, 0}},
+      {q4, q4, {"ragged decode+chunk+prefill, GQA 4", {{1, 50}, {5, 40}, {9, 9}}, 8, 2, 64, 64, 16, 0, 0, 0}},
+      {q8, DType::f16, {"head dim 128, window 8", {{1, 45}, {6, 30}}, 4, 1, 128, 128, 16, 8, 0, 0}},
+      {q4, q8, {"head dim 96, prefill 7 + decode", {{7, 7}, {1, 33}}, 4, 2, 96, 96, 8, 0, 0, 0}},
+      {q8, q4, {"stories260K: head dim 8, GQA 2", {{1, 30}, {5, 12}}, 8, 4, 8, 8, 16, 0, 0, 0}},
+      {q4, q4, {"head dim 80, window 12", {{1, 40}, {9, 30}}, 4, 2, 80, 80, 8, 12, 0, 0}},
+      {q8, q8, {"gemma4 sliding: head dim 256, window 12", {{1, 40}, {9, 30}}, 4, 2, 256, 256, 8, 12, 0, 1.0f}},
+      {q4, q4, {"gemma4 full: head dim 512, GQA 8", {{1, 40}, {6, 21}}, 8, 1, 512, 512, 16, 0, 0, 1.0f}},
+  };
+  if (heavy()) {
+    for (DType t : {q8, q4}) {
+      const DType o = t == q8 ? q4 : q8;
+      kv.push_back(
+          {t, t, {"prefill 130 + decode kv2000, head dim 128", {{130, 700}, {1, 2000}}, 8, 2, 128, 128, 32, 0, 0, 0}});
+      kv.push_back({t, t, {"gemma-like window 512, D256", {{24, 1500}, {1, 1500}}, 8, 2, 256, 256, 16, 512, 0, 1.0f}});
+      kv.push_back({t, o, {"head dim 512, GQA 8, kv 1200", {{1, 1200}, {5, 300}}, 8, 1, 512, 512, 16, 0, 0, 1.0f}});
+      kv.push_back({t, t, {"head dims 96 / 80, softcap 30", {{3, 200}, {1, 90}}, 6, 3, 96, 80, 16, 0, 30, 0}});
+      kv.push_back({o, t, {"head dim 8, window 16, kv 600", {{1, 600}, {17, 300}}, 8, 4, 8, 8, 16, 16, 0, 0}});
+      kv.push_back({t, DType::bf16, {"head dim 64, GQA 8", {{1, 300}, {4, 100}}, 16, 2, 64, 64, 16, 0, 0, 0}});
+    }
+  }
+  for (const KvA& x : kv) add(x.k, x.v, x.a);
   return c;
 }
 

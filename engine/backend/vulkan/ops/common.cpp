@@ -195,9 +195,13 @@ Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
         return Support::no("more than 64 experts per token");
       return Support::yes();
     case KILN_OP_ATTENTION: {
-      if (!is_float_cache(src(1).dtype) || !is_float_cache(src(2).dtype))
-        return Support::no(
-            fmt::format("{} / {} cache", dtype_name(src(1).dtype), dtype_name(src(2).dtype)));
+      for (int i : {1, 2}) {
+        if (is_kv_quantized(src(i).dtype)) {
+          if (auto why = kv_cache_refusal(n.src[static_cast<size_t>(i)])) return Support::no(*why);
+        } else if (!is_float_cache(src(i).dtype)) {
+          return Support::no(fmt::format("{} / {} cache", dtype_name(src(1).dtype), dtype_name(src(2).dtype)));
+        }
+      }
       int64_t dk = src(0).ndim == 3 ? src(0).ne[2] : 0, dv = src(2).ndim == 4 ? src(2).ne[3] : 0;
       const int64_t max_d = 8 * static_cast<int64_t>(attention_max_groups(dev.policy()));
       if (dk > max_d || dv > max_d) return Support::no(fmt::format("head dim {} / {} > {}", dk, dv, max_d));

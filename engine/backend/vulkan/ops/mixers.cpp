@@ -11,8 +11,9 @@ namespace kiln::vk {
 
 namespace {
 
+// The attention kernels' cache dtype codes (KDT / VDT): 0 f32, 1 f16, 2 bf16, 3 kv_q8, 4 kv_q4.
 uint32_t dt_code(DType t) {
-  return t == DType::f32 ? 0u : t == DType::f16 ? 1u : 2u;
+  return t == DType::f32 ? 0u : t == DType::f16 ? 1u : t == DType::bf16 ? 2u : t == DType::kv_q8 ? 3u : 4u;
 }
 
 uint32_t row_groups(const OpEnv& e, uint64_t rows, uint32_t& gy) {
@@ -223,7 +224,15 @@ void record_attention(const OpEnv& e) {
                        attention_max_seqs(pol.loop_budget)));
   const uint32_t max_keys = attention_max_keys(pol, BS);
   const float scale = n.params.scale != 0.0f ? n.params.scale : 1.0f / std::sqrt(static_cast<float>(Dk));
-  const uint32_t ke = kc.desc.dtype == DType::f32 ? 4 : 2, ve = vc.desc.dtype == DType::f32 ? 4 : 2;
+  // Cache offsets in elements of their dtype; kv_q8 / kv_q4 rows are addressed in bytes.
+  const auto elem = [](DType t) -> uint32_t { return t == DType::f32 ? 4 : is_kv_quantized(t) ? 1 : 2; };
+  const uint32_t ke = elem(kc.desc.dtype), ve = elem(vc.desc.dtype);
+  for (const backend::TensorRef* c : {&kc, &vc})
+    if (is_kv_quantized(c->desc.dtype) && (!kv_group(c->desc.last()) || c->offset % 4))
+      e.fail(fmt::format("{} cache rows of {} values at offset {} (multiples of 8 and of 4 bytes needed)",
+                         dtype_name(c->desc.dtype), c->desc.last(), c->offset));
+  // A kv cache's rows need no 16-byte alignment for the 8-dim reads (VEC; they are read by words).
+  const auto aligned = [](const backend::TensorRef& c) { return is_kv_quantized(c.desc.dtype) || c.offset % 16 == 0; };
   const uint32_t cap = n.params.cap > 0.0f ? 1u : 0u;
   const std::vector<uint32_t> push = {u32(N),
                                       u32(Hq),
@@ -254,7 +263,7 @@ void record_attention(const OpEnv& e) {
   if (pol.attention_split_keys) {
     // attention_keys.comp: lanes split the keys, each holding whole 8-dim groups of q and of its
     // outputs (GK / GV); q and cache rows 16-byte aligned read a group per texel (VEC).
-    const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0 && q.offset % 16 == 0;
+    const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && aligned(kc) && aligned(vc) && q.offset % 16 == 0;
     const uint32_t qg = heads_per_group([&](uint32_t c) { return c * (gk + gv) <= 128; });
     // Query tokens per workgroup (TQ) when some sequence has several (prefill): the tile's query
     // heads (TQ x QG) share each key's fetches, within the same 128 groups per lane.
@@ -281,7 +290,7 @@ void record_attention(const OpEnv& e) {
     return;
   }
   // attention_dims.comp: lanes split each key's dims, NG groups of 8 per lane.
-  const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && kc.offset % 16 == 0 && vc.offset % 16 == 0;
+  const bool vec = Dk % 8 == 0 && Dv % 8 == 0 && aligned(kc) && aligned(vc);
   const auto per_lane = [&](uint32_t g) { return (g + ls - 1) / ls; };
   const uint32_t groups = std::max<uint32_t>({per_lane(gk), per_lane(gv), 1u});
   // Fewer heads when the lane arrays (4 vec4 per head and group) would pass 16.

@@ -9,13 +9,14 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : enable
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint KDT = 0;  // cache dtypes: 0 f32, 1 f16, 2 bf16
+layout(constant_id = 1) const uint KDT = 0;  // cache dtypes: 0 f32, 1 f16, 2 bf16, 3 kv_q8, 4 kv_q4
 layout(constant_id = 2) const uint VDT = 0;
 // Each lane owns groups of 8 dimensions (g = lane, lane+SG, ...). VEC: Dk, Dv multiples of 8 and
 // 16-byte aligned cache rows, a group read as 1 (16-bit) or 2 (f32) texels; otherwise element by
 // element (dims past D read as 0). The old element-strided scalar path ran a loop per dimension
 // group and came out non-finite on lavapipe at D 260, kv 8192 (KILN_BACKEND_OPS_LONG=1): llvmpipe's
-// 65535 loop iterations per invocation (KernelPolicy::loop_budget); it is gone.
+// 65535 loop iterations per invocation (KernelPolicy::loop_budget); it is gone. kv_q8 / kv_q4 rows
+// (D % 8 == 0, 4-byte aligned) are always read by groups (kv_load8), VEC or not.
 layout(constant_id = 3) const bool VEC = false;
 // Groups of 8 dims per lane, max over Dk and Dv (<= 8: Dk, Dv <= 64 * subgroup size), set by the
 // host so the per-lane arrays are exactly as big as needed: sized for the worst case (8), q, the
@@ -41,7 +42,7 @@ layout(std430, set = 0, binding = 6) buffer Err { uint err[]; };  // err[3]: mor
 layout(push_constant) uniform PC {
   uint N, Hq, Dk, Dv;
   uint BS, Hkv, S, MB;
-  uint q_off, k_off, v_off, bt_off, seqs_off, o_off;  // elements (k/v: of the cache dtype)
+  uint q_off, k_off, v_off, bt_off, seqs_off, o_off;  // elements (k/v: of the cache dtype, bytes for kv)
   float scale, cap;
   int window;
   uint max_keys;  // keys one invocation can visit within the loop budget (0: any)
@@ -66,8 +67,13 @@ void load8(usamplerBuffer buf, uint dt, uint e, out vec4 lo, out vec4 hi) {
   hi = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
 }
 
-// Dims 8g..8g+7 of a cache row starting at element `row` (D dims; VEC: D % 8 == 0, aligned).
+// Dims 8g..8g+7 of a cache row starting at element `row` (D dims; VEC: D % 8 == 0, aligned; kv
+// dtypes: byte `row`, D % 8 == 0).
 void group8(usamplerBuffer buf, uint dt, uint row, uint g, uint D, out vec4 lo, out vec4 hi) {
+  if (dt >= 3u) {
+    kv_load8(buf, dt, row, g, D, lo, hi);
+    return;
+  }
   if (VEC) {
     load8(buf, dt, row + 8u * g, lo, hi);
     return;
@@ -138,11 +144,13 @@ void main() {
   // key, so it depends on the sequence alone. Loops stay under llvmpipe's 65535 iterations per
   // invocation (KernelPolicy::loop_budget; the host's max_keys keeps to it).
   int b_lo = lo / int(pc.BS), b_hi = pos / int(pc.BS);
-  uint kstep = pc.Hkv * pc.Dk, vstep = pc.Hkv * pc.Dv;  // elements between consecutive cells
+  // Elements (kv dtypes: bytes) between consecutive cells.
+  uint kstep = cache_row(KDT, 0u, pc.Hkv, pc.Dk), vstep = cache_row(VDT, 0u, pc.Hkv, pc.Dv);
   for (int b = b_lo; b <= b_hi; ++b) {
     uint cell0 = uint(bt[pc.bt_off + uint(seq) * pc.MB + uint(b)]) * pc.BS;
     int j_lo = max(lo, b * int(pc.BS)), j_hi = min(pos, b * int(pc.BS) + int(pc.BS) - 1);
-    uint kb0 = pc.k_off + (cell0 * pc.Hkv + hk) * pc.Dk, vb0 = pc.v_off + (cell0 * pc.Hkv + hk) * pc.Dv;
+    uint kb0 = cache_row(KDT, pc.k_off, cell0 * pc.Hkv + hk, pc.Dk);
+    uint vb0 = cache_row(VDT, pc.v_off, cell0 * pc.Hkv + hk, pc.Dv);
     for (int j0 = j_lo; j0 <= j_hi; j0 += 4) {
       int cnt = min(4, j_hi - j0 + 1);
       uint r0 = uint(j0 - b * int(pc.BS));  // the first key's cell within the block

@@ -14,11 +14,12 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : enable
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint KDT = 0;  // cache dtypes: 0 f32, 1 f16, 2 bf16
+layout(constant_id = 1) const uint KDT = 0;  // cache dtypes: 0 f32, 1 f16, 2 bf16, 3 kv_q8, 4 kv_q4
 layout(constant_id = 2) const uint VDT = 0;
 // VEC: Dk, Dv multiples of 8, 16-byte aligned cache rows and q: an 8-dim group is read as 1
 // (16-bit) or 2 (f32) texels and q 4 dims per texel; otherwise element by element (dims past D
-// read as 0).
+// read as 0). kv_q8 / kv_q4 rows (D % 8 == 0, 4-byte aligned) are always read by 8-dim groups
+// (kv_load8: two words of int8 or one of nibbles, and the group's scale).
 layout(constant_id = 3) const bool VEC = false;
 // 8-dim groups of a K row (ceil(Dk / 8)) and of a V row: every lane holds q and its accumulators
 // for all of them, so the loops over dims unroll (lavapipe keeps arrays indexed by a loop over a
@@ -36,8 +37,10 @@ layout(constant_id = 9) const uint KU = 1;
 // Query tokens per workgroup (TQ, prefill): each key's K/V rows are fetched once for the TQ
 // tokens' QG heads. A tile whose tokens are in different sequences runs one round per token.
 layout(constant_id = 10) const uint TQ = 1;
-// Bytes of a K / V row (the prefetch reads a second texel 128 bytes in when the row is longer).
-const uint KROW = GK * 8u * (KDT == 0u ? 4u : 2u), VROW = GV * 8u * (VDT == 0u ? 4u : 2u);
+// Bytes of a K / V row (the prefetch reads a second texel 128 bytes in when the row is longer;
+// for the kv formats the values' bytes, without the scales).
+const uint KROW = GK * (KDT == 0u ? 32u : KDT == 3u ? 8u : KDT == 4u ? 4u : 16u);
+const uint VROW = GV * (VDT == 0u ? 32u : VDT == 3u ? 8u : VDT == 4u ? 4u : 16u);
 // Query heads per workgroup (GQA: heads that share a KV head), so each key's K and V rows are
 // fetched once for all of them. Every head's arithmetic is the same as alone.
 layout(constant_id = 5) const uint QG = 1;
@@ -57,7 +60,7 @@ layout(std430, set = 0, binding = 6) buffer Err { uint err[]; };  // err[3]: mor
 layout(push_constant) uniform PC {
   uint N, Hq, Dk, Dv;
   uint BS, Hkv, S, MB;
-  uint q_off, k_off, v_off, bt_off, seqs_off, o_off;  // elements (k/v: of the cache dtype; q: of its view)
+  uint q_off, k_off, v_off, bt_off, seqs_off, o_off;  // elements (k/v: of the cache dtype or kv bytes; q: of its view)
   float scale, cap;
   int window;
   uint max_keys;  // keys one invocation can visit within the loop budget (0: any)
@@ -80,11 +83,16 @@ void load8(usamplerBuffer buf, uint dt, uint e, out vec4 lo, out vec4 hi) {
   hi = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
 }
 
-// The RGBA32UI texel holding element e of a cache of dtype dt.
-uint texel_of(uint dt, uint e) { return dt == 0u ? e >> 2 : e >> 3; }
+// The RGBA32UI texel holding element e (kv dtypes: byte e) of a cache of dtype dt.
+uint texel_of(uint dt, uint e) { return dt == 0u ? e >> 2 : dt >= 3u ? e >> 4 : e >> 3; }
 
-// Dims 8g..8g+7 of a cache row starting at element `row` (D dims; VEC: D % 8 == 0, aligned).
+// Dims 8g..8g+7 of a cache row starting at element `row` (D dims; VEC: D % 8 == 0, aligned; kv
+// dtypes: byte `row`, D % 8 == 0).
 void group8(usamplerBuffer buf, uint dt, uint row, uint g, uint D, out vec4 lo, out vec4 hi) {
+  if (dt >= 3u) {
+    kv_load8(buf, dt, row, g, D, lo, hi);
+    return;
+  }
   if (VEC) {
     load8(buf, dt, row + 8u * g, lo, hi);
     return;
@@ -201,12 +209,13 @@ void main() {
         int j = j0 + int(u * SG + lane);
         inr[u] = j >= rlo && j <= rhi;
         uint cell = texelFetch(Bt, int(bt_row + (inr[u] ? b[u] : b_last))).x * pc.BS + (inr[u] ? r[u] : r_last);
-        kb[u] = pc.k_off + (cell * pc.Hkv + hk) * pc.Dk, vb[u] = pc.v_off + (cell * pc.Hkv + hk) * pc.Dv;
+        kb[u] = cache_row(KDT, pc.k_off, cell * pc.Hkv + hk, pc.Dk);
+        vb[u] = cache_row(VDT, pc.v_off, cell * pc.Hkv + hk, pc.Dv);
         if (PF != 0u) {  // prefetch: the first 256 bytes of the K and V rows PF passes ahead
           bool in_seq = j + int(PF * STEP) <= rhi;
           uint cn = texelFetch(Bt, int(bt_row + (in_seq ? bn[u] : b_last))).x * pc.BS + (in_seq ? rn[u] : r_last);
-          uint kn = texel_of(KDT, pc.k_off + (cn * pc.Hkv + hk) * pc.Dk);
-          uint vn = texel_of(VDT, pc.v_off + (cn * pc.Hkv + hk) * pc.Dv);
+          uint kn = texel_of(KDT, cache_row(KDT, pc.k_off, cn * pc.Hkv + hk, pc.Dk));
+          uint vn = texel_of(VDT, cache_row(VDT, pc.v_off, cn * pc.Hkv + hk, pc.Dv));
           uint w = texelFetch(Kc, int(kn)).x ^ texelFetch(Vc, int(vn)).x;
           if (VEC && KROW > 128u) w ^= texelFetch(Kc, int(kn + 8u)).x;  // VEC: KROW is the row's size
           if (VEC && VROW > 128u) w ^= texelFetch(Vc, int(vn + 8u)).x;
