@@ -1396,6 +1396,40 @@ TEST(Vulkan, QuantizedCacheWritesAreTheCpuBytesFusedAndInWindows) {
   }
 }
 
+TEST(Vulkan, QuantizedCachesNeedWholeGroupsAndWordAlignedRows) {
+  // supports_op takes kv_q8 / kv_q4 caches whose head dim is a multiple of 8 (one scale per 8-dim
+  // read) at 4-byte aligned offsets (word addressing), and SET_ROWS rows that are whole head rows;
+  // anything else is refused with the reason, never run.
+  REQUIRE_VULKAN(dev);
+  const TensorDesc rows(DType::f32, {3, 64}), slots(DType::i32, {3});
+  auto set_rows = [&](const TensorDesc& dst, size_t at, const TensorDesc& r) {
+    const backend::TensorRef d{nullptr, at, dst};
+    return dev->supports_op(node(KILN_OP_SET_ROWS, {d, {nullptr, 0, r}, {nullptr, 0, slots}}, d));
+  };
+  EXPECT_TRUE(set_rows(TensorDesc(DType::kv_q8, {8, 2, 32}), 4, rows));
+  const auto odd = set_rows(TensorDesc(DType::kv_q4, {8, 2, 32}), 2, rows);
+  EXPECT_FALSE(odd.ok);
+  EXPECT_NE(odd.reason.find("multiple of 4 bytes"), std::string::npos) << odd.reason;
+  const auto d12 = set_rows(TensorDesc(DType::kv_q8, {8, 12}), 0, TensorDesc(DType::f32, {3, 12}));
+  EXPECT_FALSE(d12.ok);
+  EXPECT_NE(d12.reason.find("multiple of 8"), std::string::npos) << d12.reason;
+  const auto part = set_rows(TensorDesc(DType::kv_q8, {8, 2, 32}), 0, TensorDesc(DType::f32, {3, 48}));
+  EXPECT_FALSE(part.ok);
+  EXPECT_NE(part.reason.find("not whole"), std::string::npos) << part.reason;
+  auto attention = [&](DType kt, size_t k_at, DType vt, size_t v_at) {
+    const backend::TensorRef q{nullptr, 0, TensorDesc(DType::f32, {2, 4, 64})},
+        k{nullptr, k_at, TensorDesc(kt, {4, 8, 2, 64})}, v{nullptr, v_at, TensorDesc(vt, {4, 8, 2, 64})},
+        bt{nullptr, 0, TensorDesc(DType::i32, {1, 4})}, seqs{nullptr, 0, TensorDesc(DType::i32, {1, 4})},
+        o{nullptr, 0, TensorDesc(DType::f32, {2, 4, 64})};
+    return dev->supports_op(node(KILN_OP_ATTENTION, {q, k, v, bt, seqs}, o));
+  };
+  EXPECT_TRUE(attention(DType::kv_q8, 0, DType::f16, 0));
+  EXPECT_TRUE(attention(DType::bf16, 0, DType::kv_q4, 260));
+  const auto misaligned = attention(DType::kv_q4, 6, DType::kv_q4, 0);
+  EXPECT_FALSE(misaligned.ok);
+  EXPECT_NE(misaligned.reason.find("kv_q4 cache at offset 6"), std::string::npos) << misaligned.reason;
+}
+
 TEST(Vulkan, AFenceTimeoutIsADeviceErrorAndLosesTheDevice) {
   REQUIRE_VULKAN(dev);
   auto tdev = device_with_env({{"KILN_VULKAN_TIMEOUT_S", "0.000001"}});
