@@ -56,6 +56,7 @@ void run_set_rows(const Node& n) {
   // The KV formats quantize each last-dim row (one head's keys or values) on its own.
   const DType t = cache.desc.dtype;
   const int64_t D = is_kv_quantized(t) ? cache.desc.last() : E;
+  if (D <= 0 || E % D) fail(n, "rows must be whole rows of the destination's last dim");
   const size_t db = row_bytes(t, D), rb = db * static_cast<size_t>(E / D);
   const float* src = f32_of(rows);
   std::byte* dst = bytes_of(cache);

@@ -41,6 +41,12 @@ layout(constant_id = 10) const uint TQ = 1;
 // for the kv formats the values' bytes, without the scales).
 const uint KROW = GK * (KDT == 0u ? 32u : KDT == 3u ? 8u : KDT == 4u ? 4u : 16u);
 const uint VROW = GV * (VDT == 0u ? 32u : VDT == 3u ? 8u : VDT == 4u ? 4u : 16u);
+// Head dims as the loads see them: for the kv formats D % 8 == 0, so D is 8·GK / 8·GV, a constant:
+// the group size, the scales' place and the row size fold, and the 8-dim groups sharing a scale
+// read it once (a 4096-key decode at D 128 on lavapipe: kv_q8 0.76x f16's rate with D from the
+// push constants).
+#define DK_LOAD (KDT >= 3u ? 8u * GK : pc.Dk)
+#define DV_LOAD (VDT >= 3u ? 8u * GV : pc.Dv)
 // Query heads per workgroup (GQA: heads that share a KV head), so each key's K and V rows are
 // fetched once for all of them. Every head's arithmetic is the same as alone.
 layout(constant_id = 5) const uint QG = 1;
@@ -209,13 +215,13 @@ void main() {
         int j = j0 + int(u * SG + lane);
         inr[u] = j >= rlo && j <= rhi;
         uint cell = texelFetch(Bt, int(bt_row + (inr[u] ? b[u] : b_last))).x * pc.BS + (inr[u] ? r[u] : r_last);
-        kb[u] = cache_row(KDT, pc.k_off, cell * pc.Hkv + hk, pc.Dk);
-        vb[u] = cache_row(VDT, pc.v_off, cell * pc.Hkv + hk, pc.Dv);
+        kb[u] = cache_row(KDT, pc.k_off, cell * pc.Hkv + hk, DK_LOAD);
+        vb[u] = cache_row(VDT, pc.v_off, cell * pc.Hkv + hk, DV_LOAD);
         if (PF != 0u) {  // prefetch: the first 256 bytes of the K and V rows PF passes ahead
           bool in_seq = j + int(PF * STEP) <= rhi;
           uint cn = texelFetch(Bt, int(bt_row + (in_seq ? bn[u] : b_last))).x * pc.BS + (in_seq ? rn[u] : r_last);
-          uint kn = texel_of(KDT, cache_row(KDT, pc.k_off, cn * pc.Hkv + hk, pc.Dk));
-          uint vn = texel_of(VDT, cache_row(VDT, pc.v_off, cn * pc.Hkv + hk, pc.Dv));
+          uint kn = texel_of(KDT, cache_row(KDT, pc.k_off, cn * pc.Hkv + hk, DK_LOAD));
+          uint vn = texel_of(VDT, cache_row(VDT, pc.v_off, cn * pc.Hkv + hk, DV_LOAD));
           uint w = texelFetch(Kc, int(kn)).x ^ texelFetch(Vc, int(vn)).x;
           if (VEC && KROW > 128u) w ^= texelFetch(Kc, int(kn + 8u)).x;  // VEC: KROW is the row's size
           if (VEC && VROW > 128u) w ^= texelFetch(Vc, int(vn + 8u)).x;
@@ -229,7 +235,7 @@ void main() {
       [[unroll]] for (uint u = 0u; u < KU; ++u)
         [[unroll]] for (uint g = 0u; g < GK; ++g) {
           vec4 k0, k1;
-          group8(Kc, KDT, kb[u], g, pc.Dk, k0, k1);
+          group8(Kc, KDT, kb[u], g, DK_LOAD, k0, k1);
           [[unroll]] for (uint qh = 0u; qh < TQ * QG; ++qh) {
             if (!act[qh / QG]) continue;  // uniform: a round of another token's sequence
             uint pi = (u * TQ * QG + qh) * 4u + g % 4u;
@@ -279,7 +285,7 @@ void main() {
       }
       [[unroll]] for (uint g = 0u; g < GV; ++g) {
         vec4 v0[KU], v1[KU];
-        [[unroll]] for (uint u = 0u; u < KU; ++u) group8(Vc, VDT, vb[u], g, pc.Dv, v0[u], v1[u]);
+        [[unroll]] for (uint u = 0u; u < KU; ++u) group8(Vc, VDT, vb[u], g, DV_LOAD, v0[u], v1[u]);
         [[unroll]] for (uint qh = 0u; qh < TQ * QG; ++qh) {
           if (!act[qh / QG]) continue;
           vec4 x = aa[qh * GV + g] * corr[qh], y = ab[qh * GV + g] * corr[qh];

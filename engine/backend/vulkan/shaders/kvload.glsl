@@ -33,7 +33,17 @@ void kv_load8(usamplerBuffer buf, uint dt, uint row, uint g, uint D, out vec4 lo
   uint sw = kv_word(buf, sb & ~3u);
   float s = unpackHalf2x16((sb & 2u) != 0u ? sw >> 16 : sw).x;
   if (dt == 3u) {
-    int a = int(kv_word(buf, row + 8u * g)), b = int(kv_word(buf, row + 8u * g + 4u));
+    // The 8 bytes at an 8-aligned offset (rows of 8-aligned size at an 8-aligned offset: D 96, 128,
+    // 256, 512) are two words of one texel: one fetch.
+    uint at = row + 8u * g;
+    int a, b;
+    if ((at & 7u) == 0u) {
+      uvec4 t = texelFetch(buf, int(at >> 4));
+      bool hi_half = (at & 8u) != 0u;
+      a = int(hi_half ? t.z : t.x), b = int(hi_half ? t.w : t.y);
+    } else {
+      a = int(kv_word(buf, at)), b = int(kv_word(buf, at + 4u));
+    }
     lo = vec4(bitfieldExtract(a, 0, 8), bitfieldExtract(a, 8, 8), bitfieldExtract(a, 16, 8), a >> 24) * s;
     hi = vec4(bitfieldExtract(b, 0, 8), bitfieldExtract(b, 8, 8), bitfieldExtract(b, 16, 8), b >> 24) * s;
     return;
