@@ -233,6 +233,12 @@ void record_attention(const OpEnv& e) {
                          dtype_name(c->desc.dtype), c->desc.last(), c->offset));
   // A kv cache's rows need no 16-byte alignment for the 8-dim reads (VEC; they are read by words).
   const auto aligned = [](const backend::TensorRef& c) { return is_kv_quantized(c.desc.dtype) || c.offset % 16 == 0; };
+  // kv_q8 rows at 8-byte boundaries (their size and the view offset): one texel fetch per 8 values.
+  const auto aligned8 = [&](const backend::TensorRef& c) {
+    return c.desc.dtype == DType::kv_q8 && row_bytes(c.desc.dtype, c.desc.last()) % 8 == 0 && e.off(c, 1) % 8 == 0
+               ? 1u
+               : 0u;
+  };
   const uint32_t cap = n.params.cap > 0.0f ? 1u : 0u;
   const std::vector<uint32_t> push = {u32(N),
                                       u32(Hq),
@@ -278,7 +284,7 @@ void record_attention(const OpEnv& e) {
         e.pipeline("attention_keys",
                    {Bind::texel, Bind::texel, Bind::texel, Bind::texel, Bind::storage, Bind::storage, Bind::storage},
                    {ls, dt_code(kc.desc.dtype), dt_code(vc.desc.dtype), vec ? 1u : 0u, gk, qg, cap, gv,
-                    pol.cpu_device ? 2u : 0u, pol.attention_keys_per_lane, tq});
+                    pol.cpu_device ? 2u : 0u, pol.attention_keys_per_lane, tq, aligned8(kc), aligned8(vc)});
     // err[3]: an idempotent flag, err[7]: a sink nobody reads; no hazard either way.
     const Arg flags{&e.flags, VK_FORMAT_UNDEFINED, false, 0, 32};
     uint32_t gy = 1, gx = row_groups(e, static_cast<uint64_t>((N + tq - 1) / tq * (Hq / qg)), gy);

@@ -37,6 +37,9 @@ layout(constant_id = 9) const uint KU = 1;
 // Query tokens per workgroup (TQ, prefill): each key's K/V rows are fetched once for the TQ
 // tokens' QG heads. A tile whose tokens are in different sequences runs one round per token.
 layout(constant_id = 10) const uint TQ = 1;
+// kv_q8 K / V rows start 8-byte aligned (kv_values8 reads a group in one fetch).
+layout(constant_id = 11) const bool KA8 = false;
+layout(constant_id = 12) const bool VA8 = false;
 // Bytes of a K / V row (the prefetch reads a second texel 128 bytes in when the row is longer;
 // for the kv formats the values' bytes, without the scales).
 const uint KROW = GK * (KDT == 0u ? 32u : KDT == 3u ? 8u : KDT == 4u ? 4u : 16u);
@@ -93,10 +96,10 @@ void load8(usamplerBuffer buf, uint dt, uint e, out vec4 lo, out vec4 hi) {
 uint texel_of(uint dt, uint e) { return dt == 0u ? e >> 2 : dt >= 3u ? e >> 4 : e >> 3; }
 
 // Dims 8g..8g+7 of a cache row starting at element `row` (D dims; VEC: D % 8 == 0, aligned; kv
-// dtypes: byte `row`, D % 8 == 0).
-void group8(usamplerBuffer buf, uint dt, uint row, uint g, uint D, out vec4 lo, out vec4 hi) {
+// dtypes: byte `row`, D % 8 == 0, `s` the group's scale, read once per scale group by the caller).
+void group8(usamplerBuffer buf, uint dt, uint row, uint g, uint D, float s, bool a8, out vec4 lo, out vec4 hi) {
   if (dt >= 3u) {
-    kv_load8(buf, dt, row, g, D, lo, hi);
+    kv_values8(buf, dt, row, g, s, a8, lo, hi);
     return;
   }
   if (VEC) {
@@ -114,6 +117,8 @@ void group8(usamplerBuffer buf, uint dt, uint row, uint g, uint D, out vec4 lo, 
 
 void main() {
   const uint SG = gl_WorkGroupSize.x;
+  // kv dtypes: 8-dim groups per scale (constants once specialized).
+  uint kspan = KDT >= 3u ? kv_group_of(DK_LOAD) / 8u : 1u, vspan = VDT >= 3u ? kv_group_of(DV_LOAD) / 8u : 1u;
   const float NEG_INF = -1.0 / 0.0;
   uint groups_per_token = pc.Hq / QG;
   uint item = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
@@ -232,10 +237,12 @@ void main() {
       // fixed order.
       float part[KU * TQ * QG * 4];
       [[unroll]] for (uint i = 0u; i < KU * TQ * QG * 4u; ++i) part[i] = 0.0;
-      [[unroll]] for (uint u = 0u; u < KU; ++u)
+      [[unroll]] for (uint u = 0u; u < KU; ++u) {
+        float ks = 0.0;  // kv dtypes: the scale of the 8-dim groups from g on (kspan of them)
         [[unroll]] for (uint g = 0u; g < GK; ++g) {
+          if (KDT >= 3u && g % kspan == 0u) ks = kv_scale(Kc, KDT, kb[u], g, DK_LOAD);
           vec4 k0, k1;
-          group8(Kc, KDT, kb[u], g, DK_LOAD, k0, k1);
+          group8(Kc, KDT, kb[u], g, DK_LOAD, ks, KA8, k0, k1);
           [[unroll]] for (uint qh = 0u; qh < TQ * QG; ++qh) {
             if (!act[qh / QG]) continue;  // uniform: a round of another token's sequence
             uint pi = (u * TQ * QG + qh) * 4u + g % 4u;
@@ -252,6 +259,7 @@ void main() {
             part[pi] = a;
           }
         }
+      }
       // One online-softmax update per token and head for the pass's KU keys: the running max over
       // them, one rescale of the accumulators, their weighted values added in key order.
       float p[KU * TQ * QG], corr[TQ * QG];
@@ -283,9 +291,13 @@ void main() {
           m[qh] = mn;
         }
       }
+      float vs[KU];  // kv dtypes: each key's scale of the 8-dim groups from g on (vspan of them)
       [[unroll]] for (uint g = 0u; g < GV; ++g) {
         vec4 v0[KU], v1[KU];
-        [[unroll]] for (uint u = 0u; u < KU; ++u) group8(Vc, VDT, vb[u], g, DV_LOAD, v0[u], v1[u]);
+        [[unroll]] for (uint u = 0u; u < KU; ++u) {
+          if (VDT >= 3u && g % vspan == 0u) vs[u] = kv_scale(Vc, VDT, vb[u], g, DV_LOAD);
+          group8(Vc, VDT, vb[u], g, DV_LOAD, VDT >= 3u ? vs[u] : 0.0, VA8, v0[u], v1[u]);
+        }
         [[unroll]] for (uint qh = 0u; qh < TQ * QG; ++qh) {
           if (!act[qh / QG]) continue;
           vec4 x = aa[qh * GV + g] * corr[qh], y = ab[qh * GV + g] * corr[qh];

@@ -27,17 +27,22 @@ uint kv_row_bytes(uint dt, uint D) {
   return ((dt == 3u ? D : D / 2u) + 2u * (D / kv_group_of(D)) + 3u) & ~3u;
 }
 
-// Dims 8g..8g+7 of the row starting at byte `row`.
-void kv_load8(usamplerBuffer buf, uint dt, uint row, uint g, uint D, out vec4 lo, out vec4 hi) {
+// The scale of dims 8g..8g+7 of the row starting at byte `row`.
+float kv_scale(usamplerBuffer buf, uint dt, uint row, uint g, uint D) {
   uint sb = row + (dt == 3u ? D : D / 2u) + 2u * (8u * g / kv_group_of(D));  // the scale's byte
   uint sw = kv_word(buf, sb & ~3u);
-  float s = unpackHalf2x16((sb & 2u) != 0u ? sw >> 16 : sw).x;
+  return unpackHalf2x16((sb & 2u) != 0u ? sw >> 16 : sw).x;
+}
+
+// Dims 8g..8g+7 of the row starting at byte `row`, times their scale `s` (kv_scale). `a8`: rows
+// start 8-byte aligned (an 8-aligned row size at an 8-aligned offset: D 96, 128, 256, 512), so q8's
+// 8 bytes are two words of one texel: one fetch. It must be a constant at the call site (a spec
+// constant): llvmpipe runs both sides of a branch that varies across lanes, three fetches.
+void kv_values8(usamplerBuffer buf, uint dt, uint row, uint g, float s, bool a8, out vec4 lo, out vec4 hi) {
   if (dt == 3u) {
-    // The 8 bytes at an 8-aligned offset (rows of 8-aligned size at an 8-aligned offset: D 96, 128,
-    // 256, 512) are two words of one texel: one fetch.
     uint at = row + 8u * g;
     int a, b;
-    if ((at & 7u) == 0u) {
+    if (a8) {
       uvec4 t = texelFetch(buf, int(at >> 4));
       bool hi_half = (at & 8u) != 0u;
       a = int(hi_half ? t.z : t.x), b = int(hi_half ? t.w : t.y);
@@ -51,6 +56,11 @@ void kv_load8(usamplerBuffer buf, uint dt, uint row, uint g, uint D, out vec4 lo
   uint w = kv_word(buf, row + 4u * g);  // element 8g+j in nibble j (even elements low)
   lo = (vec4(w & 15u, (w >> 4) & 15u, (w >> 8) & 15u, (w >> 12) & 15u) - 8.0) * s;
   hi = (vec4((w >> 16) & 15u, (w >> 20) & 15u, (w >> 24) & 15u, w >> 28) - 8.0) * s;
+}
+
+// Dims 8g..8g+7 of the row starting at byte `row`, with their scale.
+void kv_load8(usamplerBuffer buf, uint dt, uint row, uint g, uint D, out vec4 lo, out vec4 hi) {
+  kv_values8(buf, dt, row, g, kv_scale(buf, dt, row, g, D), false, lo, hi);
 }
 
 // Where row `r` of a cache starts, from `off` (the view's first element or, for kv dtypes, byte):
