@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what kiln needs on Debian 12 and is quiet when everything is already present.
 #   - Debian packages listed in scripts/apt-packages.txt (apt-get, only the missing ones)
-#   - pinned npm packages (tools/oracle/package.json, exact versions) into .cache/oracle
+#   - pinned npm packages (tools/oracle/package.json, exact versions) into .cache/oracle, and
+#     node-llama-cpp (tools/oracle/llama/package.json) into .cache/llama-oracle
 # Nothing else is fetched from outside.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,5 +37,19 @@ if [ ! -f "$stamp" ]; then
     echo "setup: npm install failed; tests that need the oracles will skip and say so" >&2
   }
   [ -d "$oracle/node_modules" ] && touch "$stamp"
+fi
+
+# llama.cpp as a second oracle and speed peer (node-llama-cpp's prebuilt CPU binaries, 83 MB):
+# its own folder, installed without optional packages (the 650 MB of GPU builds).
+llama_oracle="$here/.cache/llama-oracle"
+stamp="$llama_oracle/.installed-$(sha256sum "$here/tools/oracle/llama/package.json" | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  mkdir -p "$llama_oracle"
+  cp "$here/tools/oracle/llama/package.json" "$llama_oracle/package.json"
+  echo "setup: installing node-llama-cpp (llama.cpp CPU builds) into .cache/llama-oracle" >&2
+  (cd "$llama_oracle" && npm install --no-audit --no-fund --loglevel=error --omit=optional >/dev/null) || {
+    echo "setup: npm install of node-llama-cpp failed; the llama.cpp oracle tests will skip and say so" >&2
+  }
+  [ -d "$llama_oracle/node_modules/node-llama-cpp" ] && touch "$stamp"
 fi
 exit 0

@@ -30,10 +30,12 @@ uint64_t write_qwen3(const std::string& path, const Shape& s, DType t) {
   w.add_u32("qwen3.attention.head_count", static_cast<uint32_t>(s.H));
   w.add_u32("qwen3.attention.head_count_kv", static_cast<uint32_t>(s.KV));
   w.add_u32("qwen3.attention.key_length", static_cast<uint32_t>(s.Dh));
+  w.add_u32("qwen3.attention.value_length", static_cast<uint32_t>(s.Dh));  // llama.cpp assumes 64 without it
   w.add_u32("qwen3.context_length", 4096);
   w.add_u32("qwen3.vocab_size", static_cast<uint32_t>(s.V));
   w.add_f32("qwen3.attention.layer_norm_rms_epsilon", 1e-6f);
   w.add_f32("qwen3.rope.freq_base", 1e6f);
+  model::add_placeholder_vocab(w, s.V);
   uint64_t per_token = 0, seed = 1;
   auto mat = [&](const std::string& name, int64_t rows, int64_t cols, bool counts = true) {
     auto bytes = model::encode_f32(random_values(static_cast<size_t>(rows * cols), seed++, 0.05f), t);

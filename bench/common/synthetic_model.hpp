@@ -18,7 +18,8 @@ struct Shape {  // Qwen3-0.6B's shape by default
 /** n values uniform in [-scale/2, scale/2), the same for the same seed. */
 std::vector<float> random_values(size_t n, uint64_t seed, float scale);
 
-/** Writes the model (no tokenizer); returns the weight bytes read per decoded token (matrices incl. the output). */
+/** Writes the model with a placeholder vocabulary (llama.cpp loads it); returns the weight bytes
+ *  read per decoded token (matrices incl. the output). */
 uint64_t write_qwen3(const std::string& path, const Shape& s, DType t);
 
 }  // namespace kiln::bench

@@ -210,6 +210,23 @@ void print_step_parts(const std::vector<std::pair<std::string, Measured>>& rows)
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (std::any_of(argv + 1, argv + argc,
+                  [](const char* a) { return std::strcmp(a, "--help") == 0 || std::strcmp(a, "-h") == 0; })) {
+    std::printf(
+        "bench_model: decode and prefill tok/s of a generated model beside the memory-bandwidth roofline\n\n"
+        "  --device cpu|vulkan|auto      device (default auto)\n"
+        "  --arch qwen3|gemma4-e2b|gemma4-moe|qwen3_5   the generated model's shape (default qwen3: Qwen3-0.6B's)\n"
+        "  --dtype f16,bf16,q8_0         weight types, one row each (default all three)\n"
+        "  --layers N                    qwen3 layers (default 28)\n"
+        "  --prompt N                    prefill length (default 64)\n"
+        "  --decode N                    timed decode steps (default 16)\n"
+        "  --seqs S                      sequences decoding together, 1-64 (default 1)\n"
+        "  --roofline auto|triad|copy    bandwidth limit: host triad for CPU devices, device copy for GPUs\n"
+        "  --model PATH                  run a real checkpoint instead (HF directory or GGUF)\n"
+        "  --dir DIR, --keep             where the generated GGUFs go; keep them (kiln-bench-<arch>-<dtype>.gguf)\n"
+        "  --help                        this text\n");
+    return 0;
+  }
   bench::Shape shape;
   shape.layers = std::stoi(arg(argc, argv, "--layers", "28"));
   const int prompt = std::stoi(arg(argc, argv, "--prompt", "64"));

@@ -37,7 +37,7 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv,
             {"--model", "--prompt", "--prompt-ids", "--max-tokens", "--temperature", "--top-p", "--top-k", "--seed",
              "--device", "--config"},
-            {"--chat"});
+            {"--chat", "--ids"});
   if (!args.ok()) return usage_error("generate", args.error());
   if (!args.has("--model")) return usage_error("generate", "--model is required");
   if (args.has("--prompt") && args.has("--prompt-ids"))
@@ -102,7 +102,7 @@ int run(const std::vector<std::string>& argv) {
                                              prompt.size(), max_tokens, host.limits().max_context));
 
     std::optional<text::StreamDecoder> stream;
-    if (tok) {
+    if (tok && !args.flag("--ids")) {
       text::StreamOptions so;
       so.skip_special = true;
       // Starting from BOS alone, the output is the start of the text (SentencePiece drops its
@@ -148,13 +148,14 @@ const bool registered = register_command({
     "generate",
     "generate text from a prompt (streams to stdout)",
     "usage: kiln generate --model PATH [--prompt TEXT | --prompt-ids 1,2,3] [--chat] [--max-tokens N]\n"
-    "                     [--temperature T] [--top-p P] [--top-k K] [--seed S] [--device DEV]\n\n"
+    "                     [--temperature T] [--top-p P] [--top-k K] [--seed S] [--device DEV] [--ids]\n\n"
     "Without a prompt, generation starts from the model's BOS token. Temperature 0 is greedy; the\n"
     "defaults come from generation_config.json (greedy when it has none). Stops at any eos id of\n"
     "config.json / generation_config.json (or the GGUF's) or after --max-tokens (default 64).\n"
     "Text is decoded with tokenizer.json or the GGUF's embedded vocabulary; a model with neither\n"
     "prints ids.\n\n"
     "  --chat         render the prompt as a user message with the model's chat template\n"
+    "  --ids          print the generated token ids (comma-separated) instead of text\n"
     "  --device DEV   auto (default), cpu, vulkan, vulkan:N (KILN_DEVICE overrides)\n",
     &run,
 });

@@ -1,5 +1,7 @@
 #include "model/checkpoint_writer.hpp"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -214,6 +216,34 @@ void GgufWriter::write(const std::string& path) const {
     out.write(zeros, static_cast<std::streamsize>(pad));
   }
   if (!out) throw_error("[gguf] cannot write {}", path);
+}
+
+void add_placeholder_vocab(GgufWriter& w, int n_vocab, uint32_t bos, uint32_t eos) {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;  // llama.cpp token types: 1 normal, 2 unknown, 3 control, 6 byte
+  int next_byte = 0;
+  for (int i = 0; i < n_vocab; ++i) {
+    if (i == 0) {
+      tokens.push_back("<unk>"), types.push_back(2);
+    } else if (static_cast<uint32_t>(i) == bos) {
+      tokens.push_back("<s>"), types.push_back(3);
+    } else if (static_cast<uint32_t>(i) == eos) {
+      tokens.push_back("</s>"), types.push_back(3);
+    } else if (next_byte < 256) {
+      tokens.push_back(fmt::format("<0x{:02X}>", next_byte++)), types.push_back(6);
+    } else {
+      tokens.push_back(fmt::format("\u2581t{}", i)), types.push_back(1);
+    }
+  }
+  std::vector<float> scores(tokens.size());
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -static_cast<float>(i);
+  w.add_string("tokenizer.ggml.model", "llama");
+  w.add_strings("tokenizer.ggml.tokens", tokens);
+  w.add_f32s("tokenizer.ggml.scores", scores);
+  w.add_i32s("tokenizer.ggml.token_type", types);
+  w.add_u32("tokenizer.ggml.unknown_token_id", 0);
+  w.add_u32("tokenizer.ggml.bos_token_id", bos);
+  w.add_u32("tokenizer.ggml.eos_token_id", eos);
 }
 
 }  // namespace kiln::model

@@ -14,8 +14,8 @@ namespace kiln::model {
 struct WriterTensor {
   std::string name;
   DType dtype = DType::f32;
-  std::vector<int64_t> shape;      ///< outermost first
-  std::vector<uint8_t> bytes;      ///< already in `dtype`'s storage layout
+  std::vector<int64_t> shape;  ///< outermost first
+  std::vector<uint8_t> bytes;  ///< already in `dtype`'s storage layout
 };
 
 /** Encodes F32 values as `dtype` (F32/F16/BF16/Q8_0/Q4_0). */
@@ -51,6 +51,14 @@ class GgufWriter {
   uint64_t n_kv_ = 0;
   std::vector<WriterTensor> tensors_;
 };
+
+/**
+ * A made-up SentencePiece vocabulary of `n_vocab` tokens for generated models: <unk>, then `bos` and
+ * `eos` as control tokens where they fall, the 256 byte tokens (so any text has a spelling), then
+ * placeholder pieces. llama.cpp refuses a GGUF without tokenizer.ggml.model and sizes the embedding
+ * from the token list; kiln reads the same vocabulary.
+ */
+void add_placeholder_vocab(GgufWriter& w, int n_vocab, uint32_t bos = 1, uint32_t eos = 2);
 
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
 

@@ -363,7 +363,7 @@ void write_gemma4_gguf(const Gemma4Spec& s, const std::string& path) {
     g.add_u32(a + "expert_used_count", static_cast<uint32_t>(s.top_k));
     g.add_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(s.expert_inter));
   }
-  g.add_u32("tokenizer.ggml.bos_token_id", 2);
+  model::add_placeholder_vocab(g, s.vocab, 2, 1);  // Gemma's <bos> 2, <eos> 1; llama.cpp needs a vocabulary
   // Proportional RoPE as the converter writes it: divisor 1 for the rotating pairs, 1e30 for the rest.
   const int pairs = s.global_head_dim / 2, live = static_cast<int>(0.25 * s.global_head_dim / 2);
   std::vector<float> freqs(static_cast<size_t>(pairs), 1e30f);

@@ -347,7 +347,7 @@ void write_qwen35_gguf(const Qwen35Spec& s, const std::string& path) {
     g.add_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(s.shared_inter));
     g.add_bool(a + "expert_weights_norm", s.norm_topk);
   }
-  g.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(s.bos));
+  model::add_placeholder_vocab(g, s.vocab, static_cast<uint32_t>(s.bos), static_cast<uint32_t>(s.eos.front()));
 
   auto mat = [&](const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
     g.add_tensor({name, s.dtype, std::move(shape), model::encode_f32(v, s.dtype)});
