@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""kiln against llama.cpp (node-llama-cpp 3.21.1's CPU build, .cache/llama-oracle) on the same GGUF
+files, in interleaved rounds: decode tok/s and prefill tok/s per model, median and spread, and the
+ratio kiln / llama.cpp. The GGUFs are bench_model's generated Qwen3-0.6B-shaped models (f16, bf16,
+q8_0; `bench_model --keep`) and stories260K. llama.cpp's figures include node-llama-cpp's JS loop:
+small next to a 0.5B model's step, large next to stories260K's (compare that row with care).
+
+  bench/model/vs_llama_cpp.py [--device cpu|vulkan|auto] [--dtypes f16,bf16,q8_0] [--rounds 3]
+                              [--prompt 64] [--decode 16] [--threads N] [--layers 28]
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+ORACLE = os.path.join(ROOT, ".cache", "llama-oracle")
+
+
+def kiln(build, model, device, prompt, decode):
+    out = subprocess.run([os.path.join(build, "bin", "bench_model"), "--model", model, "--device", device,
+                          "--prompt", str(prompt), "--decode", str(decode)],
+                         capture_output=True, text=True, check=True).stdout
+    # "device   decode t/s   prefill t/s" then one row: name, decode, prefill
+    row = [l for l in out.splitlines() if re.match(r".*\s[0-9.]+\s+[0-9.]+$", l)][0].split()
+    return float(row[-2]), float(row[-1])
+
+
+def llama_cpp(model, prompt, decode, threads):
+    script = os.path.join(ORACLE, "bench.mjs")
+    subprocess.run(["cp", os.path.join(ROOT, "tools", "oracle", "llama", "bench.mjs"), script], check=True)
+    out = subprocess.run(["node", script, model, str(prompt), str(decode), str(threads)],
+                         capture_output=True, text=True, check=True).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    return r["decode_tps"], r["prefill_tps"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtypes", default="f16,bf16,q8_0")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--prompt", type=int, default=64)
+    ap.add_argument("--decode", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--layers", type=int, default=28)
+    ap.add_argument("--dir", default="/tmp")
+    a = ap.parse_args()
+    if not os.path.isdir(os.path.join(ORACLE, "node_modules", "node-llama-cpp")):
+        sys.exit("node-llama-cpp is not installed under .cache/llama-oracle (run scripts/setup.sh)")
+    models = []
+    for dt in [d for d in a.dtypes.split(",") if d]:
+        path = os.path.join(a.dir, f"kiln-bench-qwen3-{dt}.gguf")
+        if not os.path.exists(path):  # bench_model writes it (and times it once, on a small prompt)
+            subprocess.run([os.path.join(a.build, "bin", "bench_model"), "--dtype", dt, "--layers", str(a.layers),
+                            "--dir", a.dir, "--keep", "--prompt", "8", "--decode", "2", "--device", "cpu"],
+                           capture_output=True, check=True)
+        models.append((f"qwen3-0.6B-shape {dt}", path))
+    models.append(("stories260K (JS loop dominates)", os.path.join(ROOT, "configs", "models", "stories260K.gguf")))
+    print(f"kiln ({a.device}) vs llama.cpp (node-llama-cpp 3.21.1 CPU, {a.threads} threads); prompt {a.prompt}, "
+          f"decode {a.decode}, {a.rounds} interleaved rounds; median [min-max]\n")
+    print(f"{'model':34} {'kiln decode':>20} {'llama.cpp decode':>20} {'ratio':>6} "
+          f"{'kiln prefill':>20} {'llama.cpp prefill':>20} {'ratio':>6}")
+    for name, path in models:
+        k_dec, k_pre, l_dec, l_pre = [], [], [], []
+        for _ in range(a.rounds):
+            d, p = kiln(a.build, path, a.device, a.prompt, a.decode)
+            k_dec.append(d), k_pre.append(p)
+            d, p = llama_cpp(path, a.prompt, a.decode, a.threads)
+            l_dec.append(d), l_pre.append(p)
+
+        def fmt(v):
+            return f"{statistics.median(v):8.1f} [{min(v):.1f}-{max(v):.1f}]"
+
+        print(f"{name:34} {fmt(k_dec):>20} {fmt(l_dec):>20} {statistics.median(k_dec) / statistics.median(l_dec):6.2f} "
+              f"{fmt(k_pre):>20} {fmt(l_pre):>20} {statistics.median(k_pre) / statistics.median(l_pre):6.2f}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
