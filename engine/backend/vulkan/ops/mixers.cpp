@@ -234,10 +234,9 @@ void record_attention(const OpEnv& e) {
   // A kv cache's rows need no 16-byte alignment for the 8-dim reads (VEC; they are read by words).
   const auto aligned = [](const backend::TensorRef& c) { return is_kv_quantized(c.desc.dtype) || c.offset % 16 == 0; };
   // kv_q8 rows at 8-byte boundaries (their size and the view offset): one texel fetch per 8 values.
-  const auto aligned8 = [&](const backend::TensorRef& c) {
-    return c.desc.dtype == DType::kv_q8 && row_bytes(c.desc.dtype, c.desc.last()) % 8 == 0 && e.off(c, 1) % 8 == 0
-               ? 1u
-               : 0u;
+  const auto aligned8 = [&](const backend::TensorRef& c) -> uint32_t {
+    const bool rows8 = row_bytes(c.desc.dtype, c.desc.last()) % 8 == 0 && e.off(c, 1) % 8 == 0;
+    return c.desc.dtype == DType::kv_q8 && rows8 ? 1u : 0u;
   };
   const uint32_t cap = n.params.cap > 0.0f ? 1u : 0u;
   const std::vector<uint32_t> push = {u32(N),
