@@ -253,7 +253,7 @@ void ModelHost::make_cache(const HostOptions& o) {
     const int64_t l = layer < 0 ? int64_t{hp_.n_layers} + layer : layer;
     if (l < 0 || l >= hp_.n_layers)
       throw_error("[model] cache.kv_layers names layer {}; the model has {} layers (0..{}, or -1..-{} from the end)",
-                  layer, hp_.n_layers, hp_.n_layers - 1, hp_.n_layers);
+                  layer, hp_.n_layers, int64_t{hp_.n_layers} - 1, hp_.n_layers);
     if (!co.kv_layers.emplace(static_cast<uint32_t>(l), kv_dtype(name)).second)
       throw_error("[model] cache.kv_layers names layer {} twice (as {} and {})", l, layer, l - hp_.n_layers);
   }

@@ -168,7 +168,7 @@ Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
       return Support::yes();
     case KILN_OP_SLICE:
     case KILN_OP_CONCAT:
-      if (is_quantized(src(0).dtype)) return Support::no("quantized tensors");
+      if (is_packed(src(0).dtype)) return Support::no("quantized tensors");
       return Support::yes();
     case KILN_OP_ADD:
     case KILN_OP_MUL:
