@@ -113,14 +113,7 @@ uint32_t max_sequences(const std::vector<cache::LayerSpec>& layers, cache::Cache
     try {
       const cache::CacheLayout L = cache::plan_layout(layers, o);
       fits = true;
-      const uint64_t bt = o.block_tokens;
-      for (const cache::KvGroup& g : L.groups) {
-        const uint64_t per_seq =
-            g.kind == KILN_CACHE_SLIDING_KV
-                ? std::min((o.max_context + bt - 1) / bt, (g.window + o.max_batch_tokens + bt - 1) / bt + 1)
-                : (o.max_context + bt - 1) / bt;
-        fits = fits && g.n_blocks >= per_seq * mid;
-      }
+      for (const cache::KvGroup& g : L.groups) fits = fits && g.n_blocks >= cache::blocks_per_sequence(g, o) * mid;
     } catch (const std::exception&) {
     }
     (fits ? lo : hi) = fits ? mid : mid - 1;

@@ -168,16 +168,10 @@ CacheLayout plan_layout(const std::vector<LayerSpec>& layers, const CacheOptions
   L.n_state_slots =
       L.state_bytes_per_slot ? o.max_seqs + static_cast<uint32_t>(std::min<uint64_t>(snapshots, 1 << 16)) : 0;
   L.state_bytes = uint64_t{L.n_state_slots} * L.state_bytes_per_slot;
-  // What each group can ever use: full layers the whole context of every sequence, sliding layers
-  // the window plus one step's chunk (and a block of slack for the partly filled ends).
-  const uint64_t bt = o.block_tokens;
+  // What each group can ever use: every sequence's blocks_per_sequence.
   std::vector<uint64_t> cap(L.groups.size()), minimum(L.groups.size());
   for (size_t g = 0; g < L.groups.size(); ++g) {
-    const KvGroup& G = L.groups[g];
-    const uint64_t per_seq =
-        G.kind == KILN_CACHE_SLIDING_KV && o.free_out_of_window
-            ? std::min(ceil_div(o.max_context, bt), ceil_div(G.window + o.max_batch_tokens, bt) + 1)
-            : ceil_div(o.max_context, bt);
+    const uint64_t per_seq = blocks_per_sequence(L.groups[g], o);
     cap[g] = per_seq * o.max_seqs;
     minimum[g] = per_seq;
   }
@@ -215,6 +209,13 @@ CacheLayout plan_layout(const std::vector<LayerSpec>& layers, const CacheOptions
   }
   for (const auto& g : L.groups) L.kv_bytes += g.n_blocks * g.bytes_per_block;
   return L;
+}
+
+uint64_t blocks_per_sequence(const KvGroup& g, const CacheOptions& o) {
+  const uint64_t bt = o.block_tokens;
+  return g.kind == KILN_CACHE_SLIDING_KV && o.free_out_of_window
+             ? std::min(ceil_div(o.max_context, bt), ceil_div(g.window + o.max_batch_tokens, bt) + 1)
+             : ceil_div(o.max_context, bt);
 }
 
 uint64_t CacheLayout::bytes_per_token() const {

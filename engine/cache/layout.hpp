@@ -85,6 +85,12 @@ struct CacheLayout {
   std::string describe_kv_dtypes() const;
 };
 
+/**
+ * Blocks one sequence can ever hold in group `g`: full layers the whole context, sliding layers (that
+ * return blocks) the window plus one step's chunk and a block of slack for the partly filled ends.
+ */
+uint64_t blocks_per_sequence(const KvGroup& g, const CacheOptions& options);
+
 /** Bytes of one token's K and V in a layer of `spec` stored as `kiln_dtype` (0: not storable). */
 uint64_t kv_token_bytes(const LayerSpec& spec, uint32_t kiln_dtype);
 

@@ -3,9 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace kiln::test {
 
@@ -16,6 +20,21 @@ inline std::string fixtures_dir() {
 }
 
 inline std::string fixture(const std::string& rel) { return fixtures_dir() + "/" + rel; }
+
+/** The 40 greedy ids from BOS that stories260K/EXPECTED_GREEDY.txt records (empty when missing). */
+inline std::vector<int32_t> stories260k_expected_greedy() {
+  std::ifstream in(fixture("stories260K/EXPECTED_GREEDY.txt"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const auto at = text.find("ids: [");
+  std::vector<int32_t> ids;
+  if (at == std::string::npos) return ids;
+  std::stringstream list(text.substr(at + 6, text.find(']', at) - at - 6));
+  std::string item;
+  while (std::getline(list, item, ',')) ids.push_back(std::stoi(item));
+  return ids;
+}
 
 #define KILN_REQUIRE_FIXTURE(path)                                                     \
   do {                                                                                 \

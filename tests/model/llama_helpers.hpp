@@ -60,6 +60,21 @@ inline int argmax(const float* v, size_t n) {
   return static_cast<int>(std::max_element(v, v + n) - v);
 }
 
+/** Greedy decoding as sequence 1, one token per step after the prompt; the `n` ids it picks. */
+inline std::vector<int32_t> greedy(model::ModelHost& host, std::vector<int32_t> prompt, int n) {
+  EXPECT_EQ(host.add_sequence(1), cache::Status::ok);
+  std::vector<int32_t> out;
+  const size_t V = host.hparams().n_vocab;
+  for (int i = 0; i < n; ++i) {
+    model::StepResult r;
+    EXPECT_EQ(host.step({{1, prompt, true, false}}, &r), cache::Status::ok);
+    out.push_back(argmax(r.logits.data(), V));
+    prompt = {out.back()};
+  }
+  host.release(1);
+  return out;
+}
+
 /** Runs `ids` as one prefill and returns the logits of every position [n, V]. */
 inline std::vector<float> forward_all(model::ModelHost& host, uint64_t seq, const std::vector<int32_t>& ids) {
   EXPECT_EQ(host.add_sequence(seq), cache::Status::ok);
@@ -96,8 +111,8 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>
  * Writes a random-weight Qwen3-shaped HF checkpoint into `dir` (config.json + model.safetensors).
  * `sliding_window` > 0 makes every layer a sliding-window layer; `moe` adds fused experts.
  */
-inline void write_tiny_qwen3(const std::string& dir, DType dtype, uint32_t sliding_window = 0,
-                             uint32_t seed = 1, int layers = 2, int V = 96, const char* model_type = "qwen3") {
+inline void write_tiny_qwen3(const std::string& dir, DType dtype, uint32_t sliding_window = 0, uint32_t seed = 1,
+                             int layers = 2, int V = 96, const char* model_type = "qwen3") {
   const int D = 32, H = 4, KV = 2, Dh = 8, F = 64;
   const bool qwen2 = std::string(model_type) == "qwen2";
   std::mt19937 rng(seed);
@@ -137,7 +152,8 @@ inline void write_tiny_qwen3(const std::string& dir, DType dtype, uint32_t slidi
   std::string cfg = std::string(R"({"model_type":")") + model_type + R"(","hidden_size":32,"num_hidden_layers":)" +
                     std::to_string(layers) +
                     R"(,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":8,"intermediate_size":64,
-      "rms_norm_eps":1e-6,"vocab_size":)" + std::to_string(V) + R"(,"rope_theta":10000.0,"max_position_embeddings":512,
+      "rms_norm_eps":1e-6,"vocab_size":)" +
+                    std::to_string(V) + R"(,"rope_theta":10000.0,"max_position_embeddings":512,
       "tie_word_embeddings":false,"bos_token_id":1,"eos_token_id":2)";
   if (sliding_window)
     cfg += R"(,"use_sliding_window":true,"max_window_layers":0,"sliding_window":)" + std::to_string(sliding_window);

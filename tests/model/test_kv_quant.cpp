@@ -8,64 +8,18 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
+#include "all_models.hpp"
 #include "fixtures.hpp"
 #include "gemma4_checkpoint.hpp"
 #include "llama_helpers.hpp"
 #include "model_checks.hpp"
 #include "qwen3_5_checkpoint.hpp"
 
-extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_gemma4(uint32_t, uint32_t);
-extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_qwen3_5(uint32_t, uint32_t);
-
 using namespace kiln;
 using namespace kiln::test;
 
 namespace {
-
-PluginRegistry& registry() {
-  static PluginRegistry r;
-  static const bool init = [] {
-    register_builtin_plugins(r);
-    if (!r.find_model_type("llama")) r.register_static(&kiln_plugin_descriptor_llama, "<static llama>");
-    if (!r.find_model_type("gemma4_text")) r.register_static(&kiln_plugin_descriptor_gemma4, "<static gemma4>");
-    if (!r.find_model_type("qwen3_5")) r.register_static(&kiln_plugin_descriptor_qwen3_5, "<static qwen3_5>");
-    return true;
-  }();
-  (void)init;
-  return r;
-}
-
-std::vector<int32_t> expected_greedy_ids() {
-  std::ifstream in(fixture("stories260K/EXPECTED_GREEDY.txt"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  const auto at = text.find("ids: [");
-  std::vector<int32_t> ids;
-  if (at == std::string::npos) return ids;
-  std::stringstream list(text.substr(at + 6, text.find(']', at) - at - 6));
-  std::string item;
-  while (std::getline(list, item, ',')) ids.push_back(std::stoi(item));
-  return ids;
-}
-
-/** Greedy decoding, one token per step, so every step reads the quantized cache. */
-std::vector<int32_t> greedy(model::ModelHost& host, std::vector<int32_t> prompt, int n) {
-  EXPECT_EQ(host.add_sequence(1), cache::Status::ok);
-  std::vector<int32_t> out;
-  const size_t V = host.hparams().n_vocab;
-  for (int i = 0; i < n; ++i) {
-    model::StepResult r;
-    EXPECT_EQ(host.step({{1, prompt, true, false}}, &r), cache::Status::ok);
-    out.push_back(argmax(r.logits.data(), V));
-    prompt = {out.back()};
-  }
-  host.release(1);
-  return out;
-}
 
 struct Kl {
   double mean = 0, max = 0;
@@ -119,7 +73,7 @@ class KvQuant : public DeviceTest {
    * last layer at 16 bits); prints the figures docs/backend.md tabulates.
    */
   void check_model(const std::string& name, const std::string& path, const std::vector<int32_t>& ids, KlBounds b) {
-    auto host = model::ModelHost::open(path, registry(), with("f16"));
+    auto host = model::ModelHost::open(path, all_models_registry(), with("f16"));
     const size_t V = host->hparams().n_vocab;
     const cache::CacheLayout& L = host->cache().layout();
     int last = -1;
@@ -131,7 +85,7 @@ class KvQuant : public DeviceTest {
     for (const auto& [dtype, bound] : {std::pair{"q8", b.q8}, std::pair{"q4", b.q4}}) {
       Kl kl[2];
       for (int every : {0, 1}) {
-        auto q = model::ModelHost::open(path, registry(), with(dtype, every ? last : -1));
+        auto q = model::ModelHost::open(path, all_models_registry(), with(dtype, every ? last : -1));
         kl[every] = kl_divergence(ref, forward_chunked(*q, 1, ids, 5), V);
         EXPECT_LE(kl[every].mean, bound) << name << " " << dtype << (every ? " every layer" : " default");
       }
@@ -149,10 +103,10 @@ INSTANTIATE_TEST_SUITE_P(Devices, KvQuant, ::testing::Values("cpu", "vulkan"),
 TEST_P(KvQuant, Stories260KGreedyTextIsUnchangedAtQ8) {
   const std::string path = fixture("stories260K/stories260K.gguf");
   KILN_REQUIRE_FIXTURE(path);
-  const auto want = expected_greedy_ids();
+  const auto want = stories260k_expected_greedy();
   ASSERT_EQ(want.size(), 40u);
   for (int every : {-1, 4}) {  // stories260K has 5 layers
-    auto host = model::ModelHost::open(path, registry(), with("q8", every));
+    auto host = model::ModelHost::open(path, all_models_registry(), with("q8", every));
     EXPECT_EQ(greedy(*host, {1}, 40), want) << (every >= 0 ? "every layer q8" : "default (last layer f16)");
   }
 }
@@ -160,7 +114,7 @@ TEST_P(KvQuant, Stories260KGreedyTextIsUnchangedAtQ8) {
 TEST_P(KvQuant, Stories260KNextTokenDistributionsStayClose) {
   const std::string path = fixture("stories260K/stories260K.gguf");
   KILN_REQUIRE_FIXTURE(path);
-  auto ids = expected_greedy_ids();
+  auto ids = stories260k_expected_greedy();
   ids.insert(ids.begin(), 1);
   check_model("stories260K", path, ids, {1e-3, 0.5});
 }
@@ -170,8 +124,8 @@ TEST_P(KvQuant, HeadDimsTheFormatsCannotHoldStayAt16Bits) {
   // layer keeps f16, says why, and computes exactly what the f16 cache computes.
   const std::string path = fixture("tiny-qwen3-moe/weights.safetensors");
   KILN_REQUIRE_FIXTURE(path);
-  auto f16 = model::ModelHost::open(path, registry(), with("f16"));
-  auto q8 = model::ModelHost::open(path, registry(), with("q8"));
+  auto f16 = model::ModelHost::open(path, all_models_registry(), with("f16"));
+  auto q8 = model::ModelHost::open(path, all_models_registry(), with("q8"));
   const cache::CacheLayout& L = q8->cache().layout();
   for (size_t l = 0; l < L.layers.size(); ++l) {
     if (L.layer_group[l] < 0) continue;
@@ -206,7 +160,7 @@ TEST_P(KvQuant, RaggedBatchRowsAreBitwiseIdenticalToRunningAlone) {
   write_gemma4_hf(gemma4_kitchen_sink(), dir.str());
   model::HostOptions o = with("q4");
   o.cache.kv_layers = {{2, "q4"}, {3, "q4"}};
-  auto host = model::ModelHost::open(dir.str(), registry(), o);
+  auto host = model::ModelHost::open(dir.str(), all_models_registry(), o);
   expect_ragged_batch_matches_alone(*host, {ids_of(9, 1, 512), ids_of(14, 2, 512), ids_of(3, 3, 512)},
                                     {{5}, {9}, ids_of(7, 4, 512)});
 }
@@ -218,7 +172,7 @@ TEST(KvQuantLayout, LastAndSensitiveLayersStayAt16BitsUnlessNamed) {
   write_gemma4_hf(s, dir.str());
   model::HostOptions o = cpu_options();
   o.cache.kv_dtype = "q4";
-  auto host = model::ModelHost::open(dir.str(), registry(), o);
+  auto host = model::ModelHost::open(dir.str(), all_models_registry(), o);
   const cache::CacheLayout& L = host->cache().layout();
   int quantized = 0, kept = 0;
   for (size_t l = 0; l < L.layers.size(); ++l) {
@@ -234,14 +188,14 @@ TEST(KvQuantLayout, LastAndSensitiveLayersStayAt16BitsUnlessNamed) {
   for (size_t l = 0; l < L.layers.size(); ++l)
     if (L.layer_source[l] == static_cast<int32_t>(l) && L.layer_kv_reason[l] == cache::KvDtypeReason::last_layer) {
       o.cache.kv_layers = {{static_cast<int>(l), "q4"}};
-      auto named = model::ModelHost::open(dir.str(), registry(), o);
+      auto named = model::ModelHost::open(dir.str(), all_models_registry(), o);
       EXPECT_EQ(named->cache().layout().layer_kv_dtype[l], KILN_DTYPE_KV_Q4) << "layer " << l;
       EXPECT_EQ(named->cache().layout().layer_kv_reason[l], cache::KvDtypeReason::explicit_layer);
     }
   // A layer that reads another's cache cannot be named: the message says which layer to name.
   o.cache.kv_layers = {{-1, "q8"}};
   try {
-    model::ModelHost::open(dir.str(), registry(), o);
+    model::ModelHost::open(dir.str(), all_models_registry(), o);
     ADD_FAILURE() << "naming a KV-shared layer was accepted";
   } catch (const HostError& e) {
     EXPECT_NE(std::string(e.what()).find("reads layer"), std::string::npos) << e.what();

@@ -15,32 +15,17 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "all_models.hpp"
 #include "fixtures.hpp"
 #include "gemma4_checkpoint.hpp"
 #include "llama_helpers.hpp"
 #include "qwen3_5_checkpoint.hpp"
-
-extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_gemma4(uint32_t, uint32_t);
-extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_qwen3_5(uint32_t, uint32_t);
 
 using namespace kiln;
 using namespace kiln::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-PluginRegistry& registry() {
-  static PluginRegistry r;
-  static const bool init = [] {
-    register_builtin_plugins(r);
-    if (!r.find_model_type("llama")) r.register_static(&kiln_plugin_descriptor_llama, "<static llama>");
-    if (!r.find_model_type("gemma4_text")) r.register_static(&kiln_plugin_descriptor_gemma4, "<static gemma4>");
-    if (!r.find_model_type("qwen3_5")) r.register_static(&kiln_plugin_descriptor_qwen3_5, "<static qwen3_5>");
-    return true;
-  }();
-  (void)init;
-  return r;
-}
 
 const fs::path kOracle = fs::path(KILN_TEST_SOURCE_DIR) / ".cache/llama-oracle";
 
@@ -117,7 +102,7 @@ class LlamaCppOracle : public DeviceTest {
     std::string error;
     const auto want = llama_cpp_greedy(gguf, prompt, n, &error);
     ASSERT_EQ(want.size(), static_cast<size_t>(n)) << "llama.cpp failed on " << gguf << ":\n" << error;
-    auto host = model::ModelHost::open(gguf, registry(), options());
+    auto host = model::ModelHost::open(gguf, all_models_registry(), options());
     const Greedy got = kiln_greedy(*host, prompt, n);
     int clear = 0;
     while (clear < n && got.margins[static_cast<size_t>(clear)] >= kClearMargin) ++clear;
