@@ -2,7 +2,7 @@
 // f32 / f16 / bf16 / q8_0 (and q4_0), with this machine's STREAM triad and FMA peak measured in
 // the same run, printing time, GB/s or GFLOP/s and the ratio to those limits.
 //
-//   bench_ops [--quick] [--no-gemm] [--no-gemv] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N]
+//   bench_ops [--quick] [--no-gemm] [--no-gemv] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N] [--device D]
 //             [--shape MxK]   (GEMV/GEMM weight shape; default 4096x4096)
 //
 // Wall time of Device::compute() (record + submit + fence wait, i.e. what the engine pays) after a
@@ -386,6 +386,7 @@ int main(int argc, char** argv) {
   bool quick = false, gemm = true, gemv = true;
   std::string only;  // --dtype NAME: one weight dtype
   int reps = 20;
+  std::string device = "vulkan";         // --device: a registry spec (vulkan, cpu, reference)
   int64_t M = 4096, K = 4096, rows = 1;  // --rows: activation rows of the GEMV (concurrent decodes)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -401,18 +402,19 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[++i]);
     else if (a == "--shape" && i + 1 < argc && std::sscanf(argv[++i], "%ldx%ld", &M, &K) == 2 && M > 0 && K > 0) {
     } else if (a == "--rows" && i + 1 < argc && (rows = std::atol(argv[++i])) >= 1 && rows <= 64) {
+    } else if (a == "--device" && i + 1 < argc) {
+      device = argv[++i];
     } else {
       std::fprintf(stderr,
                    "usage: bench_ops [--quick] [--no-gemm] [--no-gemv] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N] "
-                   "[--shape MxK] [--rows R]\n");
+                   "[--shape MxK] [--rows R] [--device vulkan|cpu|reference]\n");
       return 2;
     }
   }
-  backend::Device* dev = nullptr;
-  for (backend::Device* d : backend::Registry::instance().devices())
-    if (d->info().backend == "vulkan") dev = d;
+  backend::Device* dev = backend::Registry::instance().find(device);
   if (!dev) {
-    std::fprintf(stderr, "bench_ops: no Vulkan device (install mesa-vulkan-drivers or a GPU driver)\n");
+    std::fprintf(stderr, "bench_ops: no '%s' device (for Vulkan: install mesa-vulkan-drivers or a GPU driver)\n",
+                 device.c_str());
     return 1;
   }
   std::printf("device: %s (%s, %s)\n", dev->info().name.c_str(), backend::device_kind_name(dev->info().kind),
@@ -433,8 +435,8 @@ int main(int argc, char** argv) {
       double bytes = static_cast<double>(M) * static_cast<double>(row_bytes(t, K)) + rows * (K + M) * 4.0;
       double gbs = bytes / (r.best_ms / 1e3) / 1e9, gf = 2.0 * rows * M * K / (r.best_ms / 1e3) / 1e9;
       std::printf("%-26s %-6s %7.1f/%-7.1f %10.1f %10.1f %6.0f GB/s %8.1f%% %8s\n",
-                  ("GEMV " + std::to_string(rows) + "x" + shape).c_str(), dtype_name(t), r.best_ms * 1e3,
-                  r.ms * 1e3, gbs, gf, copy, 100 * gbs / copy, gbs / copy >= 0.8 ? "ok>=80%" : "<80%");
+                  ("GEMV " + std::to_string(rows) + "x" + shape).c_str(), dtype_name(t), r.best_ms * 1e3, r.ms * 1e3,
+                  gbs, gf, copy, 100 * gbs / copy, gbs / copy >= 0.8 ? "ok>=80%" : "<80%");
       std::fflush(stdout);
     }
     gemv = false;
@@ -459,8 +461,8 @@ int main(int argc, char** argv) {
     double gbs = bytes / (r.best_ms / 1e3) / 1e9, gf = 2.0 * rows * M * K / (r.best_ms / 1e3) / 1e9;
     double ratio = gbs / triad;
     std::printf("%-26s %-6s %7.2f/%-7.2f %10.2f %10.2f %6.1f GB/s %8.1f%% %8s\n",
-                ("GEMV " + std::to_string(rows) + "x" + shape).c_str(), dtype_name(t), r.best_ms, r.ms, gbs,
-                gf, triad, 100 * ratio, ratio >= 0.45 ? "ok>=45%" : "<45%");
+                ("GEMV " + std::to_string(rows) + "x" + shape).c_str(), dtype_name(t), r.best_ms, r.ms, gbs, gf, triad,
+                100 * ratio, ratio >= 0.45 ? "ok>=45%" : "<45%");
     std::fflush(stdout);
     // f16 again with trained-checkpoint-like subnormal weights (f16sub), and uploaded raw
     // (f16raw: no upload_weights preparation, so the kernel checks every half).
@@ -484,12 +486,11 @@ int main(int argc, char** argv) {
       double ratio = gf / fma;
       std::string name = "GEMM " + std::to_string(R) + "x" + shape;
       if (gpu)  // no GPU FMA reference: the CPU's peak would be no limit for it
-        std::printf("%-26s %-6s %7.2f/%-7.2f %10s %10.1f %s\n", name.c_str(), dtype_name(t), r.best_ms, r.ms,
-                    "-", gf, "(GPU: no FMA reference measured)");
+        std::printf("%-26s %-6s %7.2f/%-7.2f %10s %10.1f %s\n", name.c_str(), dtype_name(t), r.best_ms, r.ms, "-", gf,
+                    "(GPU: no FMA reference measured)");
       else
-        std::printf("%-26s %-6s %7.0f/%-7.0f %10s %10.2f %5.0f GFLOP %8.1f%% %8s\n", name.c_str(),
-                    dtype_name(t), r.best_ms, r.ms, "-", gf, fma, 100 * ratio,
-                    ratio >= 0.08 ? "ok>=8%" : "<8%");
+        std::printf("%-26s %-6s %7.0f/%-7.0f %10s %10.2f %5.0f GFLOP %8.1f%% %8s\n", name.c_str(), dtype_name(t),
+                    r.best_ms, r.ms, "-", gf, fma, 100 * ratio, ratio >= 0.08 ? "ok>=8%" : "<8%");
       std::fflush(stdout);
     }
   }

@@ -1,23 +1,28 @@
 // The registry (CPU always, Vulkan when compiled in), device selection and the shared error helpers.
 #include "backend/backend.hpp"
 
-#include "backend/cpu/cpu_backend.hpp"
-#include "core/log.hpp"
-#include "backend/ops.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>
 
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/ops.hpp"
+#include "backend/simd/simd_backend.hpp"
+#include "core/log.hpp"
+
 namespace kiln::backend {
 
 const char* device_kind_name(DeviceKind k) {
   switch (k) {
-    case DeviceKind::cpu: return "cpu";
-    case DeviceKind::discrete_gpu: return "discrete GPU";
-    case DeviceKind::integrated_gpu: return "integrated GPU";
-    case DeviceKind::software_gpu: return "software GPU";
+    case DeviceKind::cpu:
+      return "cpu";
+    case DeviceKind::discrete_gpu:
+      return "discrete GPU";
+    case DeviceKind::integrated_gpu:
+      return "integrated GPU";
+    case DeviceKind::software_gpu:
+      return "software GPU";
   }
   return "?";
 }
@@ -58,7 +63,8 @@ void check_supported(const Device& device, const BoundGraph& graph) {
 Registry& Registry::instance() {
   static Registry* reg = [] {
     auto* r = new Registry();  // never destroyed: devices may be used from static destructors
-    r->add(make_cpu_backend());
+    r->add(make_cpu_reference_backend());
+    r->add(make_simd_backend());
 #if defined(KILN_HAVE_VULKAN)
     try {
       register_vulkan_backend(*r);
@@ -71,7 +77,9 @@ Registry& Registry::instance() {
   return *reg;
 }
 
-void Registry::add(std::unique_ptr<Backend> backend) { backends_.push_back(std::move(backend)); }
+void Registry::add(std::unique_ptr<Backend> backend) {
+  backends_.push_back(std::move(backend));
+}
 
 std::vector<Backend*> Registry::backends() const {
   std::vector<Backend*> out;
@@ -97,9 +105,15 @@ Device* Registry::find(std::string_view spec) const {
   return nullptr;
 }
 
+Device& Registry::reference() const {
+  Device* d = find("reference");
+  if (!d) throw_error("[backend] the CPU reference backend is not registered (a build error)");
+  return *d;
+}
+
 Device& Registry::cpu() const {
   Device* d = find("cpu");
-  if (!d) throw_error("[backend] the CPU reference backend is not registered (a build error)");
+  if (!d) throw_error("[backend] the CPU backend is not registered (a build error)");
   return *d;
 }
 
@@ -109,31 +123,38 @@ Device& Registry::select(const Selection& selection) const {
   const auto all = devices();
   auto list = [&] {
     std::string s;
-    for (Device* d : all) s += fmt::format("\n  {} : {} ({})", d->info().id, d->info().name, device_kind_name(d->info().kind));
+    for (Device* d : all)
+      s += fmt::format("\n  {} : {} ({})", d->info().id, d->info().name, device_kind_name(d->info().kind));
     return s;
   };
   if (!spec.empty() && spec != "auto") {
     if (Device* d = find(spec)) return *d;
     throw_error("[backend] no device matches '{}'; devices:{}", spec, list());
   }
-  auto rank = [](DeviceKind k) {
-    switch (k) {
-      case DeviceKind::discrete_gpu: return 0;
-      case DeviceKind::integrated_gpu: return 1;
-      case DeviceKind::software_gpu: return 2;
-      case DeviceKind::cpu: return 3;
-    }
-    return 4;
-  };
+  // auto: a hardware GPU through Vulkan (discrete before integrated), else the native CPU
+  // backend. A software Vulkan device (lavapipe) runs on the same CPU at about half native speed,
+  // and the reference backend is the test oracle: both only when named.
   Device* best = nullptr;
-  for (Device* d : all)
-    if (!best || rank(d->info().kind) < rank(best->info().kind)) best = d;
-  if (best && best->info().kind != DeviceKind::cpu) return *best;
+  for (DeviceKind kind : {DeviceKind::discrete_gpu, DeviceKind::integrated_gpu})
+    for (Device* d : all)
+      if (!best && d->info().kind == kind) best = d;
+  if (best) {
+    log::info("[backend] auto: {} '{}' ({})", device_kind_name(best->info().kind), best->info().name, best->info().id);
+    return *best;
+  }
   if (!selection.allow_cpu_fallback)
-    throw_error("[backend] no Vulkan device found (is a Vulkan driver such as mesa-vulkan-drivers installed?); "
-                "set device: cpu or allow_cpu_fallback to use the slow CPU reference backend; devices:{}", list());
-  log::warn("[backend] NO GPU DEVICE: falling back to the CPU reference backend. It is slow and meant for testing.");
-  return cpu();
+    throw_error(
+        "[backend] no hardware GPU found (is a Vulkan driver such as mesa-vulkan-drivers installed?) and "
+        "allow_cpu_fallback is off; set it, or name a device (cpu, vulkan for a software Vulkan device); "
+        "devices:{}",
+        list());
+  Device& c = cpu();
+  bool software = false;
+  for (Device* d : all) software |= d->info().kind == DeviceKind::software_gpu;
+  log::info("[backend] auto: no hardware GPU{}; using the native CPU backend: {}",
+            software ? " (software Vulkan devices such as lavapipe run only when named: kind: vulkan)" : "",
+            c.info().driver);
+  return c;
 }
 
 }  // namespace kiln::backend

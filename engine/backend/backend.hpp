@@ -1,8 +1,9 @@
 // The backend interface (ggml-style: a registry of backends, each owning devices that allocate
-// buffers and execute bound graphs) and the registry. Implementations: cpu/ (reference, always
-// present) and vulkan/ (when built). The contract, op by op, is docs/backend.md.
+// buffers and execute bound graphs) and the registry. Implementations: cpu/ (the reference, always
+// present), simd/ (the native CPU backend, always present) and vulkan/ (when built). The contract,
+// op by op, is docs/backend.md.
 //
-//   Registry ── Backend ("cpu", "vulkan") ── Device ── Buffer
+//   Registry ── Backend ("reference", "cpu", "vulkan") ── Device ── Buffer
 //                                              └── supports_op(node), limits(), copy(regions)
 //                                              └── prepare(graph) → Executable; submit / wait
 #pragma once
@@ -226,11 +227,12 @@ class Backend {
 // Registry.
 
 struct Selection {
-  /** "" or "auto": best device (discrete > integrated > software GPU); else an id ("cpu",
+  /** "" or "auto": a hardware GPU (discrete > integrated), else the native CPU backend; software
+      GPUs (lavapipe) and the reference backend only when named. Else an id ("cpu", "reference",
       "vulkan:1"), a backend name ("vulkan") or a substring of a device name. The environment
-      variable KILN_DEVICE overrides it. */
+      variable KILN_DEVICE overrides it. The choice and its reason are logged. */
   std::string device;
-  /** With "auto": fall back to the CPU reference backend when no GPU device exists (logged). */
+  /** With "auto": use the CPU backend when no hardware GPU exists (else that is an error). */
   bool allow_cpu_fallback = false;
 };
 
@@ -246,7 +248,9 @@ class Registry {
   Device* find(std::string_view spec) const;
   /** Picks a device; throws HostError listing the devices when none fits. */
   Device& select(const Selection& selection) const;
-  /** The CPU reference device (always present). */
+  /** The CPU reference device (always present): the oracle of the op tests. */
+  Device& reference() const;
+  /** The native (SIMD) CPU device (always present). */
   Device& cpu() const;
 
  private:

@@ -252,8 +252,8 @@ BackendConfig read_backend(const Section& s) {
   s.expect_map({"kind", "device", "allow_cpu_fallback"});
   BackendConfig c;
   c.kind = s.str("kind", c.kind);
-  if (c.kind != "auto" && c.kind != "vulkan" && c.kind != "cpu")
-    s.fail_at(s.child("kind"), fmt::format("backend.kind must be one of auto, vulkan, cpu (got '{}')", c.kind));
+  if (c.kind != "auto" && c.kind != "vulkan" && c.kind != "cpu" && c.kind != "reference")
+    s.fail_at(s.child("kind"), fmt::format("backend.kind must be one of auto, vulkan, cpu, reference (got '{}')", c.kind));
   c.device = s.str("device", c.device);
   c.allow_cpu_fallback = s.boolean("allow_cpu_fallback", c.allow_cpu_fallback);
   return c;

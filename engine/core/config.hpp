@@ -57,9 +57,9 @@ struct ServerConfig {
 };
 
 struct BackendConfig {
-  std::string kind = "auto";       ///< auto | vulkan | cpu
+  std::string kind = "auto";       ///< auto (a hardware GPU, else cpu) | vulkan | cpu | reference
   std::string device;              ///< Vulkan device index or name substring; empty = best
-  bool allow_cpu_fallback = true;  ///< auto/vulkan: fall back to cpu (loudly) without a device
+  bool allow_cpu_fallback = true;  ///< auto: may pick the native CPU backend when no GPU exists
 };
 
 struct PluginsConfig {

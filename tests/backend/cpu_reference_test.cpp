@@ -12,7 +12,7 @@ namespace kiln::test {
 namespace {
 
 Device& cpu() {
-  return backend::Registry::instance().cpu();
+  return backend::Registry::instance().reference();
 }
 
 kiln_op_params params(std::function<void(kiln_op_params&)> f) {

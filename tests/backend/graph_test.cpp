@@ -1,15 +1,14 @@
 // The graph builder behind kiln_host_ops (lookups, shape errors through the C table), the arena
 // planner (reuse without overlap of live tensors), lowering, and the registry's selection and
 // error messages.
-#include "op_harness.hpp"
-
-#include "graph/allocator.hpp"
-#include "graph/lower.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <map>
+
+#include "graph/allocator.hpp"
+#include "graph/lower.hpp"
+#include "op_harness.hpp"
 
 namespace kiln::test {
 namespace {
@@ -137,11 +136,12 @@ TEST(GraphAllocator, ReusesMemoryWithoutOverlappingLiveTensors) {
   for (auto& [a, ra] : live)
     for (auto& [b, rb] : live) {
       if (a >= b || ra.second < rb.first || rb.second < ra.first) continue;
-      const size_t oa = plan.offset[a], ob = plan.offset[b], sa = g.tensor(a).desc.bytes(), sb = g.tensor(b).desc.bytes();
+      const size_t oa = plan.offset[a], ob = plan.offset[b], sa = g.tensor(a).desc.bytes(),
+                   sb = g.tensor(b).desc.bytes();
       EXPECT_TRUE(oa + sa <= ob || ob + sb <= oa) << "tensors " << a << " and " << b << " overlap while both live";
     }
   // And the result is still right.
-  const auto res = og.run(backend::Registry::instance().cpu());
+  const auto res = og.run(backend::Registry::instance().reference());
   EXPECT_TRUE(std::isfinite(res[0].f[0]));
 }
 
@@ -154,19 +154,24 @@ TEST(GraphAllocator, ReshapeAliasesItsSourceAndLowersToNothing) {
   p.shape[0] = 2, p.shape[1] = -1, p.shape[2] = 3;
   const uint32_t r = og.op(KILN_OP_RESHAPE, {s}, p);
   EXPECT_EQ(og.graph().tensor(r).desc.str(), "f32[2, 4, 3]");
-  og.output(og.op(KILN_OP_SCALE, {r}, [] { kiln_op_params q{}; q.scale = 2; return q; }()));
+  og.output(og.op(KILN_OP_SCALE, {r}, [] {
+    kiln_op_params q{};
+    q.scale = 2;
+    return q;
+  }()));
   const graph::Plan plan = graph::plan_memory(og.graph());
   EXPECT_EQ(plan.offset[r], graph::Plan::kNone);
-  auto arena = backend::Registry::instance().cpu().allocate(plan.arena_bytes, backend::BufferUsage::activations);
+  auto arena = backend::Registry::instance().reference().allocate(plan.arena_bytes, backend::BufferUsage::activations);
   const auto bound = graph::bind(og.graph(), plan, *arena, [](uint32_t, const graph::Tensor& t) {
     static std::vector<std::unique_ptr<backend::Buffer>> keep;
-    keep.push_back(backend::Registry::instance().cpu().allocate(t.desc.bytes(), backend::BufferUsage::activations));
+    keep.push_back(
+        backend::Registry::instance().reference().allocate(t.desc.bytes(), backend::BufferUsage::activations));
     return backend::TensorRef{keep.back().get(), 0, t.desc};
   });
   ASSERT_EQ(bound.nodes.size(), 2u);
   EXPECT_EQ(bound.nodes[1].src[0].offset, plan.offset[s]) << "SCALE reads the SILU result through the reshape";
   const auto xs = og.data_f32(x);
-  const auto res = og.run(backend::Registry::instance().cpu());
+  const auto res = og.run(backend::Registry::instance().reference());
   EXPECT_NEAR(res[0].f[5], 2 * xs[5] / (1 + std::exp(-xs[5])), 1e-6);
 }
 
@@ -175,28 +180,38 @@ TEST(GraphAllocator, ReshapeAliasesItsSourceAndLowersToNothing) {
 TEST(Registry, CpuIsAlwaysThereAndSelectionFollowsTheRules) {
   auto& reg = backend::Registry::instance();
   Device& cpu = reg.cpu();
+  Device& ref = reg.reference();
   EXPECT_EQ(cpu.info().id, "cpu");
+  EXPECT_EQ(ref.info().id, "reference");
+  EXPECT_NE(&cpu, &ref);
   EXPECT_EQ(reg.find("cpu"), &cpu);
+  EXPECT_EQ(reg.find("reference"), &ref);
   EXPECT_EQ(reg.find("no-such-device"), nullptr);
   EXPECT_GT(cpu.memory().total, 0u);
   unsetenv("KILN_DEVICE");
   EXPECT_EQ(&reg.select({"cpu", false}), &cpu);
+  EXPECT_EQ(&reg.select({"reference", false}), &ref);
   try {
     reg.select({"no-such-device", false});
     ADD_FAILURE() << "expected an error";
   } catch (const HostError& e) {
     EXPECT_NE(std::string(e.what()).find("cpu : cpu"), std::string::npos) << "lists devices: " << e.what();
   }
+  // auto: a hardware GPU, else the native CPU backend; never lavapipe or the reference unasked.
   bool has_gpu = false;
-  for (Device* d : reg.devices()) has_gpu |= d->info().kind != backend::DeviceKind::cpu;
+  for (Device* d : reg.devices())
+    has_gpu |=
+        d->info().kind == backend::DeviceKind::discrete_gpu || d->info().kind == backend::DeviceKind::integrated_gpu;
   if (!has_gpu) {
-    EXPECT_THROW(reg.select({"auto", false}), HostError) << "no silent CPU fallback";
+    EXPECT_THROW(reg.select({"auto", false}), HostError) << "no CPU without allow_cpu_fallback";
     EXPECT_EQ(&reg.select({"auto", true}), &cpu);
+    EXPECT_EQ(&reg.select({"", true}), &cpu);
   } else {
-    EXPECT_NE(reg.select({"auto", false}).info().kind, backend::DeviceKind::cpu);
+    const auto kind = reg.select({"auto", false}).info().kind;
+    EXPECT_TRUE(kind == backend::DeviceKind::discrete_gpu || kind == backend::DeviceKind::integrated_gpu);
   }
-  setenv("KILN_DEVICE", "cpu", 1);
-  EXPECT_EQ(&reg.select({"auto", false}), &cpu) << "KILN_DEVICE overrides";
+  setenv("KILN_DEVICE", "reference", 1);
+  EXPECT_EQ(&reg.select({"auto", false}), &ref) << "KILN_DEVICE overrides";
   unsetenv("KILN_DEVICE");
 }
 
@@ -239,7 +254,7 @@ TEST(Registry, UnsupportedOpNamesOpDtypeAndDevice) {
 }
 
 TEST(Registry, MalformedGraphsAreErrorsNotCrashes) {
-  Device& cpu = backend::Registry::instance().cpu();
+  Device& cpu = backend::Registry::instance().reference();
   OpGraph og;
   // Attention whose block table points outside the cache.
   const uint32_t k = og.cache(DType::f32, {2, 4, 1, 8}, false, "k"), v = og.cache(DType::f32, {2, 4, 1, 8}, false, "v");
@@ -253,7 +268,8 @@ TEST(Registry, MalformedGraphsAreErrorsNotCrashes) {
   // Two sequences claiming the same rows of a conv1d.
   OpGraph og2;
   const uint32_t st = og2.cache(DType::f32, {2, 3, 4}, true, "state");
-  og2.output(og2.op(KILN_OP_CONV1D_CAUSAL, {og2.f32({5, 4}), og2.f32({4, 4}), st, og2.i32({2, 4}, {0, 3, 3, 0, 2, 3, 3, 1})}));
+  og2.output(
+      og2.op(KILN_OP_CONV1D_CAUSAL, {og2.f32({5, 4}), og2.f32({4, 4}), st, og2.i32({2, 4}, {0, 3, 3, 0, 2, 3, 3, 1})}));
   try {
     og2.run(cpu);
     ADD_FAILURE() << "expected an error";
@@ -291,14 +307,14 @@ class ForgetfulDevice : public Device {
   void sync() override { cpu().sync(); }
 
  private:
-  static Device& cpu() { return backend::Registry::instance().cpu(); }
+  static Device& cpu() { return backend::Registry::instance().reference(); }
 };
 
 TEST(Harness, AnUnwrittenOutputIsCaughtByThePoison) {
   OpGraph g;
   g.output(g.op(KILN_OP_SILU, {g.op(KILN_OP_EXP, {g.f32({3, 5})})}));
   ForgetfulDevice bad;
-  const auto ref = g.run(backend::Registry::instance().cpu());
+  const auto ref = g.run(backend::Registry::instance().reference());
   const auto got = g.run(bad);
   EXPECT_EQ(nmse(got[0].f, ref[0].f), INFINITY);
 }

@@ -518,7 +518,7 @@ bool verbose() {
 class BackendOps : public ::testing::TestWithParam<Family> {};
 
 TEST_P(BackendOps, EveryDeviceMatchesTheCpuReference) {
-  Device& cpu = backend::Registry::instance().cpu();
+  Device& cpu = backend::Registry::instance().reference();
   const auto devices = devices_under_test();
   uint32_t seed = 1;
   for (const Case& c : GetParam().cases()) {

@@ -90,7 +90,7 @@ TEST(Config, WrongTypes) {
   EXPECT_EQ(error_of("plugins:\n  paths: /one/path\n").rfind("test.yaml:2:10: plugins.paths must be a list of strings", 0), 0u);
   EXPECT_EQ(error_of("models: {name: a}\n").rfind("test.yaml:1:9: models must be a list", 0), 0u);
   EXPECT_EQ(error_of("server: 5\n").rfind("test.yaml:1:9: server must be a mapping", 0), 0u);
-  EXPECT_EQ(error_of("backend:\n  kind: metal\n").rfind("test.yaml:2:9: backend.kind must be one of auto, vulkan, cpu (got 'metal')", 0), 0u);
+  EXPECT_EQ(error_of("backend:\n  kind: metal\n").rfind("test.yaml:2:9: backend.kind must be one of auto, vulkan, cpu, reference (got 'metal')", 0), 0u);
   EXPECT_EQ(error_of("backend:\n  allow_cpu_fallback: maybe\n").rfind("test.yaml:2:23: backend.allow_cpu_fallback must be true or false", 0), 0u);
   std::string mem = error_of("models:\n  - name: a\n    path: p\n    cache: {memory: lots}\n");
   EXPECT_EQ(mem.rfind("test.yaml:4:21: models[0].cache.memory must be a size such as 2GiB or a fraction", 0), 0u) << mem;

@@ -17,7 +17,7 @@ using namespace kiln;
 using namespace kiln::test;
 
 class OnDevice : public DeviceTest {};
-INSTANTIATE_TEST_SUITE_P(Devices, OnDevice, ::testing::Values("cpu", "vulkan"),
+INSTANTIATE_TEST_SUITE_P(Devices, OnDevice, ::testing::Values("cpu", "reference", "vulkan"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST_P(OnDevice, Stories260KGreedyFromBosReproducesTheReference) {

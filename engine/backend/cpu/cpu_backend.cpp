@@ -133,12 +133,12 @@ class Worker {
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice() {
-    info_.backend = "cpu";
-    info_.name = "cpu";
-    info_.id = "cpu";
+  explicit CpuDevice(const HostDeviceSpec& spec) : run_(spec.run) {
+    info_.backend = spec.backend;
+    info_.name = spec.name;
+    info_.id = spec.id;
     info_.kind = DeviceKind::cpu;
-    info_.driver = fmt::format("reference, {} hardware threads", std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+    info_.driver = fmt::format("{}, {} hardware threads", spec.driver, std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   }
   const DeviceInfo& info() const override { return info_; }
   MemoryInfo memory() const override {
@@ -190,7 +190,7 @@ class CpuDevice final : public Device {
       throw BackendError(BackendError::Kind::invalid,
                          "[backend cpu] an executable was submitted again before its last run was waited for");
     exe.error = nullptr;
-    exe.ticket = worker_.push([&exe] {
+    exe.ticket = worker_.push([&exe, run = run_] {
       try {
         for (const Node& n : exe.graph.nodes) run(n);
         run_copies(exe.graph.copies_after);
@@ -240,73 +240,84 @@ class CpuDevice final : public Device {
       cpu::fail(n,
                 fmt::format("{} at offset {} overruns its {}-byte buffer", t.desc.str(), t.offset, t.buffer->size()));
   }
-  static void run(const Node& n) {
-    using namespace cpu;
-    switch (n.op) {
-      case KILN_OP_GET_ROWS:
-        return run_get_rows(n);
-      case KILN_OP_SET_ROWS:
-        return run_set_rows(n);
-      case KILN_OP_SLICE:
-        return run_slice(n);
-      case KILN_OP_CONCAT:
-        return run_concat(n);
-      case KILN_OP_MATMUL:
-        return run_matmul(n);
-      case KILN_OP_MOE_MATMUL:
-        return run_moe_matmul(n);
-      case KILN_OP_ADD:
-      case KILN_OP_MUL:
-        return run_binary(n);
-      case KILN_OP_SCALE:
-      case KILN_OP_SILU:
-      case KILN_OP_GELU_TANH:
-      case KILN_OP_SIGMOID:
-      case KILN_OP_SOFTPLUS:
-      case KILN_OP_SOFTCAP:
-      case KILN_OP_EXP:
-        return run_unary(n);
-      case KILN_OP_RMS_NORM:
-        return run_rms_norm(n);
-      case KILN_OP_L2_NORM:
-        return run_l2_norm(n);
-      case KILN_OP_SOFTMAX:
-        return run_softmax(n);
-      case KILN_OP_ROPE:
-        return run_rope(n);
-      case KILN_OP_ATTENTION:
-        return run_attention(n);
-      case KILN_OP_CONV1D_CAUSAL:
-        return run_conv1d(n);
-      case KILN_OP_GATED_DELTA:
-        return run_gated_delta(n);
-      case KILN_OP_TOP_K:
-        return run_top_k(n);
-      case KILN_OP_MOE_WEIGHTS:
-        return run_moe_weights(n);
-      case KILN_OP_MOE_SUM:
-        return run_moe_sum(n);
-      default:
-        fail(n, "no CPU kernel");
-    }
-  }
   DeviceInfo info_;
+  void (*run_)(const Node&);
   Worker worker_;
 };
 
 class CpuBackend final : public Backend {
  public:
-  std::string_view name() const override { return "cpu"; }
+  explicit CpuBackend(const HostDeviceSpec& spec) : name_(spec.backend), device_(spec) {}
+  std::string_view name() const override { return name_; }
   std::vector<Device*> devices() override { return {&device_}; }
 
  private:
+  std::string name_;
   CpuDevice device_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() {
-  return std::make_unique<CpuBackend>();
+std::unique_ptr<Backend> make_host_backend(const HostDeviceSpec& spec) {
+  return std::make_unique<CpuBackend>(spec);
 }
+
+std::unique_ptr<Backend> make_cpu_reference_backend() {
+  return make_host_backend({"reference", "reference", "cpu reference", "reference kernels", &cpu::run_node});
+}
+
+namespace cpu {
+
+void run_node(const Node& n) {
+  switch (n.op) {
+    case KILN_OP_GET_ROWS:
+      return run_get_rows(n);
+    case KILN_OP_SET_ROWS:
+      return run_set_rows(n);
+    case KILN_OP_SLICE:
+      return run_slice(n);
+    case KILN_OP_CONCAT:
+      return run_concat(n);
+    case KILN_OP_MATMUL:
+      return run_matmul(n);
+    case KILN_OP_MOE_MATMUL:
+      return run_moe_matmul(n);
+    case KILN_OP_ADD:
+    case KILN_OP_MUL:
+      return run_binary(n);
+    case KILN_OP_SCALE:
+    case KILN_OP_SILU:
+    case KILN_OP_GELU_TANH:
+    case KILN_OP_SIGMOID:
+    case KILN_OP_SOFTPLUS:
+    case KILN_OP_SOFTCAP:
+    case KILN_OP_EXP:
+      return run_unary(n);
+    case KILN_OP_RMS_NORM:
+      return run_rms_norm(n);
+    case KILN_OP_L2_NORM:
+      return run_l2_norm(n);
+    case KILN_OP_SOFTMAX:
+      return run_softmax(n);
+    case KILN_OP_ROPE:
+      return run_rope(n);
+    case KILN_OP_ATTENTION:
+      return run_attention(n);
+    case KILN_OP_CONV1D_CAUSAL:
+      return run_conv1d(n);
+    case KILN_OP_GATED_DELTA:
+      return run_gated_delta(n);
+    case KILN_OP_TOP_K:
+      return run_top_k(n);
+    case KILN_OP_MOE_WEIGHTS:
+      return run_moe_weights(n);
+    case KILN_OP_MOE_SUM:
+      return run_moe_sum(n);
+    default:
+      fail(n, "no CPU kernel");
+  }
+}
+
+}  // namespace cpu
 
 }  // namespace kiln::backend

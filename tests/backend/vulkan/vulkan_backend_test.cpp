@@ -242,7 +242,7 @@ TEST(Vulkan, WeightsBeyondTheTexelReachRunInRowBlocks) {
   REQUIRE_VULKAN(dev);
   auto small = device_with_env({{"KILN_VULKAN_TEXEL_REACH", "8192"}});
   ASSERT_EQ(small->policy().texel_reach, 8192u);
-  Device& cpu = backend::Registry::instance().cpu();
+  Device& cpu = backend::Registry::instance().reference();
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0}) {
     OpGraph g(11);
     uint32_t w = g.weight(t, {203, 64});
@@ -437,7 +437,7 @@ TEST(Vulkan, GatedDeltaChunkedRunsAtQwen35HeadSizes) {
   // and loop budget fit), not fall back to the recurrent kernel, and match the CPU reference.
   REQUIRE_VULKAN(dev);
   auto chunked = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}});
-  Device& cpu = backend::Registry::instance().cpu();
+  Device& cpu = backend::Registry::instance().reference();
   const auto got = delta_layers(*chunked, {70, 1, 130}, 1, 128, 128, 0, 31);
   EXPECT_EQ(chunked->last_dispatches(), 4u) << "pass 1 and pass 2, the recurrent kernel around them";
   const auto ref = delta_layers(cpu, {70, 1, 130}, 1, 128, 128, 0, 31);
@@ -455,7 +455,7 @@ TEST(Vulkan, GatedDeltaChunkedLongPrefillAtTheRealLoopBudget) {
   REQUIRE_VULKAN(dev);
   if (!dev->policy().loop_budget) GTEST_SKIP() << "no loop budget on this device";
   auto chunked = device_with_env({{"KILN_VULKAN_DELTA", "chunked"}, {"KILN_VULKAN_DELTA_TB", "8"}});
-  Device& cpu = backend::Registry::instance().cpu();
+  Device& cpu = backend::Registry::instance().reference();
   const auto got = delta_layers(*chunked, {1900}, 1, 126, 16, 64, 51);
   EXPECT_EQ(chunked->last_dispatches(), 5u) << "pass 1 and two rounds of pass 2, the recurrent kernel around them";
   const auto ref = delta_layers(cpu, {1900}, 1, 126, 16, 64, 51);
@@ -542,7 +542,7 @@ TEST(Vulkan, StagingUploadsAndDownloadsWork) {
   REQUIRE_VULKAN(dev);
   auto sdev = device_with_env({{"KILN_VULKAN_STAGING", "1"}});
   ASSERT_FALSE(sdev->allocator().device_is_host_visible());
-  Device& cpu = backend::Registry::instance().cpu();
+  Device& cpu = backend::Registry::instance().reference();
   OpGraph g(5);
   uint32_t y = g.op(KILN_OP_MATMUL, {g.f32({3, 40}), g.weight(DType::f16, {9, 40})});
   g.output(g.op(KILN_OP_SILU, {y}));
@@ -594,7 +594,7 @@ TEST(Vulkan, MatmulKeepsInfAndNanOfHalfWeights) {
   // and redoes only the lanes that met one: inf/NaN must come out exactly as IEEE says, and the
   // other outputs of the same tile (and lane) must be unaffected. Also the largest/smallest normal.
   REQUIRE_VULKAN(dev);
-  Device* cpu_dev = backend::Registry::instance().find("cpu");
+  Device* cpu_dev = backend::Registry::instance().find("reference");
   ASSERT_NE(cpu_dev, nullptr);
   Device& cpu = *cpu_dev;
   for (DType t : {DType::f16, DType::bf16}) {
@@ -724,7 +724,7 @@ TEST(Vulkan, MatmulKBeyondTheLoopBudgetIsAnError) {
   REQUIRE_VULKAN(dev);
   const uint32_t budget = dev->policy().loop_budget;
   if (!budget) GTEST_SKIP() << "no loop budget on this device";
-  Device* cpu = backend::Registry::instance().find("cpu");
+  Device* cpu = backend::Registry::instance().find("reference");
   ASSERT_NE(cpu, nullptr);
   const uint64_t sg = dev->context().info().subgroup_size, tn = 16;
   const int64_t k_max = static_cast<int64_t>((budget - tn - 8) / (tn + 2) * sg * 8);  // passes within budget
@@ -805,7 +805,7 @@ TEST(Vulkan, HalfMatmulSurvivesActivationsAbove2To16) {
   // keeps its bits, also when its weights have subnormal halves (which the fast path flushes: the
   // redo must flush them too, or one row's activations would change another row's result).
   REQUIRE_VULKAN(dev);
-  Device* cpu_dev = backend::Registry::instance().find("cpu");
+  Device* cpu_dev = backend::Registry::instance().find("reference");
   ASSERT_NE(cpu_dev, nullptr);
   for (int64_t K : {136, 45}) {
     for (int64_t R : {1, 9}) {
@@ -1327,7 +1327,7 @@ TEST(Vulkan, QuantizedCacheWritesAreTheCpuBytesFusedAndInWindows) {
   // dispatch; with a 4 KiB storage reach each is written in windows of slots. Untouched rows keep
   // their bytes, the pad is zeroed, and caches at offsets off 16 bytes are addressed right.
   REQUIRE_VULKAN(dev);
-  Device& cpu = backend::Registry::instance().cpu();
+  Device& cpu = backend::Registry::instance().reference();
   auto small = device_with_env({{"KILN_VULKAN_STORAGE_REACH", "4096"}});
   const int64_t Hkv = 2, Dk = 96, Dv = 40, R = 40;
   const std::vector<int32_t> slot_ids = {5, 17, 18, -1, 39, 0};

@@ -1,0 +1,49 @@
+// The instruction-set-specific kernels of the native CPU backend, as plain function tables: one
+// table per ISA, each compiled in its own translation unit with that ISA's compiler flags
+// (kernels_portable.cpp, kernels_avx2.cpp, kernels_avx512.cpp, all from tile.inl). This header
+// holds only plain structs and declarations: nothing inline that a flagged translation unit could
+// emit with instructions the running CPU lacks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::backend::simd {
+
+/** Weight storage types the matmul kernels read, as table indices. */
+enum WeightType : int { kF32 = 0, kF16, kBF16, kQ8_0, kQ4_0, kWeightTypes };
+
+/**
+ * out[r·out_stride + m] = Σ_k x[r·x_stride + k] · w_m[k] for r < rows and m < cols, where w_m is the
+ * weight row at w + m·w_stride bytes (quantized rows: K a multiple of 32). Each output element is
+ * reduced in an order that depends only on K and the ISA: which rows and columns share a call
+ * never changes a value (batch invariance).
+ */
+struct MatmulTile {
+  const float* x = nullptr;
+  int64_t x_stride = 0;
+  const unsigned char* w = nullptr;
+  size_t w_stride = 0;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  int64_t K = 0, rows = 0, cols = 0;
+};
+
+struct Kernels {
+  const char* isa;  ///< "portable", "avx2", "avx512"
+  void (*matmul[kWeightTypes])(const MatmulTile& t);
+  /** Σ a[i]·b[i], in an order that depends only on n. */
+  float (*dot)(const float* a, const float* b, int64_t n);
+  /** y[i] += a · x[i]. */
+  void (*axpy)(float a, const float* x, float* y, int64_t n);
+  /** n values of a weight type (f16, bf16 or f32; not the block formats) to f32. */
+  void (*to_f32[3])(const void* src, float* dst, int64_t n);
+};
+
+const Kernels& kernels_portable();
+#if defined(KILN_SIMD_X86)
+const Kernels& kernels_avx2();    ///< AVX2 + FMA + F16C
+const Kernels& kernels_avx512();  ///< AVX-512 F/BW/VL/DQ + BF16 + VNNI
+#endif
+
+}  // namespace kiln::backend::simd

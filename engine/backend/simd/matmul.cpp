@@ -1,0 +1,139 @@
+// MATMUL (x · wᵀ) and MOE_MATMUL on the ISA kernels. Work is split into (weight rows × activation
+// rows) blocks run by TBB; a block's weight rows stay in cache while its activation rows stream by.
+// The split only decides who computes an element, never how (kernels.hpp), so results do not
+// depend on the batch. Weights are read where they lie (in place in the mapped file).
+#include <fmt/format.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/common.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/simd/ops.hpp"
+
+namespace kiln::backend::simd {
+namespace {
+
+constexpr int64_t kColBlock = 32;         // weight rows per task
+constexpr int64_t kRowBlock = 32;         // activation rows per task
+constexpr int64_t kSerialMacs = 1 << 15;  // below this a matmul runs on the calling thread
+
+int weight_type(DType t) {
+  switch (t) {
+    case DType::f32:
+      return kF32;
+    case DType::f16:
+      return kF16;
+    case DType::bf16:
+      return kBF16;
+    case DType::q8_0:
+      return kQ8_0;
+    case DType::q4_0:
+      return kQ4_0;
+    default:
+      return -1;
+  }
+}
+
+/** Runs `tile` over rows × cols in blocks, in parallel when the work is worth it. */
+void run_blocked(void (*fn)(const MatmulTile&), const MatmulTile& all) {
+  const int64_t cb = (all.cols + kColBlock - 1) / kColBlock, rb = (all.rows + kRowBlock - 1) / kRowBlock;
+  auto block = [&](int64_t task) {
+    MatmulTile t = all;
+    const int64_t c0 = (task / rb) * kColBlock, r0 = (task % rb) * kRowBlock;
+    t.cols = std::min(kColBlock, all.cols - c0);
+    t.rows = std::min(kRowBlock, all.rows - r0);
+    t.x = all.x + r0 * all.x_stride;
+    t.w = all.w + static_cast<size_t>(c0) * all.w_stride;
+    t.out = all.out + r0 * all.out_stride + c0;
+    fn(t);
+  };
+  if (all.rows * all.cols * all.K < kSerialMacs) {
+    for (int64_t task = 0; task < cb * rb; ++task) block(task);
+    return;
+  }
+  tbb::parallel_for(int64_t{0}, cb * rb, block);
+}
+
+}  // namespace
+
+void run_matmul(const Node& n) {
+  const TensorRef &x = n.src[0], &w = n.src[1];
+  const int64_t K = x.desc.last(), M = w.desc.ne[0];
+  if (x.desc.dtype != DType::f32 || w.desc.ndim != 2 || w.desc.ne[1] != K || n.dst.desc.last() != M ||
+      n.dst.desc.rows() != x.desc.rows())
+    cpu::fail(n, "expected x f32 [..., K], w [M, K] -> [..., M]");
+  const int wt = weight_type(w.desc.dtype);
+  if (wt < 0 || (is_quantized(w.desc.dtype) && K % 32)) return cpu::run_node(n);
+  MatmulTile t;
+  t.x = cpu::f32_of(x);
+  t.x_stride = K;
+  t.w = reinterpret_cast<const unsigned char*>(cpu::bytes_of(w));
+  t.w_stride = row_bytes(w.desc.dtype, K);
+  t.out = cpu::f32_of(n.dst);
+  t.out_stride = M;
+  t.K = K;
+  t.rows = x.desc.rows();
+  t.cols = M;
+  run_blocked(kernels().matmul[wt], t);
+}
+
+void run_moe_matmul(const Node& n) {
+  const TensorRef &x = n.src[0], &w = n.src[1], &ids = n.src[2];
+  if (w.desc.ndim != 3 || ids.desc.ndim != 2 || ids.desc.dtype != DType::i32)
+    cpu::fail(n, "expected w [E, M, K], ids i32 [N, k]");
+  const int64_t E = w.desc.ne[0], M = w.desc.ne[1], K = w.desc.ne[2];
+  const int64_t N = ids.desc.ne[0], k = ids.desc.ne[1];
+  const bool per_slot = x.desc.ndim == 3;
+  if (x.desc.dtype != DType::f32 || x.desc.last() != K || x.desc.ne[0] != N || (per_slot && x.desc.ne[1] != k) ||
+      n.dst.desc.numel() != N * k * M)
+    cpu::fail(n, "expected x f32 [N, K] or [N, k, K] -> [N, k, M]");
+  const int wt = weight_type(w.desc.dtype);
+  if (wt < 0 || (is_quantized(w.desc.dtype) && K % 32)) return cpu::run_node(n);
+  const int32_t* id = cpu::i32_of(ids);
+  // Pairs (n, j) grouped by expert: each expert's rows are gathered into one matrix so its
+  // weights are read once per block of pairs.
+  std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(E));
+  for (int64_t p = 0; p < N * k; ++p) {
+    if (id[p] < 0 || id[p] >= E) cpu::fail(n, fmt::format("expert id {} at index {} outside [0, {})", id[p], p, E));
+    by_expert[static_cast<size_t>(id[p])].push_back(p);
+  }
+  const float* xp = cpu::f32_of(x);
+  const auto* wp = reinterpret_cast<const unsigned char*>(cpu::bytes_of(w));
+  float* out = cpu::f32_of(n.dst);
+  const size_t rb = row_bytes(w.desc.dtype, K), expert_bytes = static_cast<size_t>(M) * rb;
+  const auto fn = kernels().matmul[wt];
+  const int64_t blocks = (M + kColBlock - 1) / kColBlock;
+  auto task = [&](int64_t task) {
+    const auto& pairs = by_expert[static_cast<size_t>(task / blocks)];
+    if (pairs.empty()) return;
+    const int64_t c0 = (task % blocks) * kColBlock, cols = std::min(kColBlock, M - c0);
+    const auto P = static_cast<int64_t>(pairs.size());
+    std::vector<float> xs(static_cast<size_t>(P * K)), ys(static_cast<size_t>(P * cols));
+    for (int64_t i = 0; i < P; ++i) {
+      const float* xr = xp + (per_slot ? pairs[static_cast<size_t>(i)] : pairs[static_cast<size_t>(i)] / k) * K;
+      std::copy(xr, xr + K, xs.begin() + i * K);
+    }
+    MatmulTile t;
+    t.x = xs.data();
+    t.x_stride = K;
+    t.w = wp + static_cast<size_t>(task / blocks) * expert_bytes + static_cast<size_t>(c0) * rb;
+    t.w_stride = rb;
+    t.out = ys.data();
+    t.out_stride = cols;
+    t.K = K;
+    t.rows = P;
+    t.cols = cols;
+    fn(t);
+    for (int64_t i = 0; i < P; ++i)
+      std::copy(ys.begin() + i * cols, ys.begin() + (i + 1) * cols, out + pairs[static_cast<size_t>(i)] * M + c0);
+  };
+  if (N * k * M * K < kSerialMacs) {
+    for (int64_t i = 0; i < E * blocks; ++i) task(i);
+    return;
+  }
+  tbb::parallel_for(int64_t{0}, E * blocks, task);
+}
+
+}  // namespace kiln::backend::simd

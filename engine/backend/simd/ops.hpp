@@ -1,0 +1,17 @@
+// The native CPU backend's ops: one function per op family it implements itself (files named after
+// the family); run_node sends every other op to the reference kernels.
+#pragma once
+
+#include "backend/backend.hpp"
+#include "backend/simd/kernels.hpp"
+
+namespace kiln::backend::simd {
+
+/** The kernel table of active_isa(), chosen once per process. */
+const Kernels& kernels();
+
+void run_matmul(const Node& n);  // matmul.cpp
+void run_moe_matmul(const Node& n);
+void run_node(const Node& n);  // simd_backend.cpp
+
+}  // namespace kiln::backend::simd

@@ -1,0 +1,41 @@
+// The native CPU device: the shared host-memory device with this backend's op dispatch.
+#include "backend/simd/simd_backend.hpp"
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/simd/isa.hpp"
+#include "backend/simd/ops.hpp"
+
+namespace kiln::backend {
+namespace simd {
+namespace {
+
+Isa chosen_isa() {
+  static const Isa isa = active_isa();
+  return isa;
+}
+
+}  // namespace
+
+const Kernels& kernels() {
+  static const Kernels& k = kernels_for(chosen_isa());
+  return k;
+}
+
+void run_node(const Node& n) {
+  switch (n.op) {
+    case KILN_OP_MATMUL:
+      return run_matmul(n);
+    case KILN_OP_MOE_MATMUL:
+      return run_moe_matmul(n);
+    default:
+      return cpu::run_node(n);
+  }
+}
+
+}  // namespace simd
+
+std::unique_ptr<Backend> make_simd_backend() {
+  return make_host_backend({"cpu", "cpu", "cpu", simd::describe_isa(simd::chosen_isa()), &simd::run_node});
+}
+
+}  // namespace kiln::backend

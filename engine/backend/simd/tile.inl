@@ -1,0 +1,154 @@
+// The matmul tiles and vector helpers, written once over a vector type V and included by each
+// ISA's translation unit (kernels_*.cpp) after it defines V:
+//   T, W (lanes), zero, load, store, splat, add, mul, fma (c + a·b), reduce (fixed order),
+//   f16 / bf16 (W values from bytes), q8 (W int8 times a scale), q4 (W nibbles of a block from
+//   element e0, minus 8, times a scale), half (one f16 scalar).
+// Everything here has internal linkage (the includer wraps it in an anonymous namespace), so no
+// inline function compiled with one ISA's flags can be picked by the linker for another's caller.
+//
+// Each output element of a matmul accumulates x·w in W lanes over K in steps of W, in K order, with
+// one multiply-add per step, then reduces the lanes with V::reduce: the order depends on K alone,
+// never on which rows or columns share a tile, so a row's result is the same in any batch.
+
+// Weight rows by storage type: load(row, k) gives the W values from k (k a multiple of W; a block
+// format's chunk never crosses a 32-value block), at(row, k) one value (tails of unblocked types).
+struct RowF32 {
+  static T load(const unsigned char* row, int64_t k) { return V::load(reinterpret_cast<const float*>(row) + k); }
+  static float at(const unsigned char* row, int64_t k) { return reinterpret_cast<const float*>(row)[k]; }
+};
+struct RowF16 {
+  static T load(const unsigned char* row, int64_t k) { return V::f16(row + 2 * k); }
+  static float at(const unsigned char* row, int64_t k) { return V::half(row + 2 * k); }
+};
+struct RowBF16 {
+  static T load(const unsigned char* row, int64_t k) { return V::bf16(row + 2 * k); }
+  static float at(const unsigned char* row, int64_t k) {
+    const uint32_t bits = static_cast<uint32_t>(row[2 * k] | (row[2 * k + 1] << 8)) << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    return f;
+  }
+};
+struct RowQ8 {  // blocks of 34 bytes: f16 scale, 32 int8
+  static T load(const unsigned char* row, int64_t k) {
+    const unsigned char* blk = row + (k / 32) * 34;
+    return V::q8(reinterpret_cast<const signed char*>(blk + 2 + k % 32), V::half(blk));
+  }
+  static float at(const unsigned char*, int64_t) { return 0.0f; }  // K % 32 == 0: never called
+};
+struct RowQ4 {  // blocks of 18 bytes: f16 scale, 16 bytes; value j: nibble j % 16 (low first), minus 8
+  static T load(const unsigned char* row, int64_t k) {
+    const unsigned char* blk = row + (k / 32) * 18;
+    return V::q4(blk + 2, static_cast<int>(k % 32), V::half(blk));
+  }
+  static float at(const unsigned char*, int64_t) { return 0.0f; }
+};
+
+template <class R, int RT, int MT>
+void tile(const MatmulTile& t, int64_t r0, int64_t m0) {
+  T acc[RT][MT];
+  const float* x[RT];
+  const unsigned char* w[MT];
+  _Pragma("GCC unroll 16")
+  for (int r = 0; r < RT; ++r) {
+    x[r] = t.x + (r0 + r) * t.x_stride;
+    _Pragma("GCC unroll 16")
+    for (int m = 0; m < MT; ++m) acc[r][m] = V::zero();
+  }
+  _Pragma("GCC unroll 16")
+  for (int m = 0; m < MT; ++m) w[m] = t.w + static_cast<size_t>(m0 + m) * t.w_stride;
+  const int64_t K = t.K, Kv = K / W * W;
+  for (int64_t k = 0; k < Kv; k += W) {
+    T wv[MT];
+    _Pragma("GCC unroll 16")
+    for (int m = 0; m < MT; ++m) wv[m] = R::load(w[m], k);
+    _Pragma("GCC unroll 16")
+    for (int r = 0; r < RT; ++r) {
+      const T xv = V::load(x[r] + k);
+      _Pragma("GCC unroll 16")
+      for (int m = 0; m < MT; ++m) acc[r][m] = V::fma(xv, wv[m], acc[r][m]);
+    }
+  }
+  if (Kv < K) {  // the last partial step, zero-padded (unblocked types only)
+    float xb[W], wb[W];
+    _Pragma("GCC unroll 16")
+    for (int m = 0; m < MT; ++m) {
+      _Pragma("GCC unroll 16")
+      for (int l = 0; l < W; ++l) wb[l] = Kv + l < K ? R::at(w[m], Kv + l) : 0.0f;
+      const T wv = V::load(wb);
+      _Pragma("GCC unroll 16")
+      for (int r = 0; r < RT; ++r) {
+        _Pragma("GCC unroll 16")
+        for (int l = 0; l < W; ++l) xb[l] = Kv + l < K ? x[r][Kv + l] : 0.0f;
+        acc[r][m] = V::fma(V::load(xb), wv, acc[r][m]);
+      }
+    }
+  }
+  _Pragma("GCC unroll 16")
+  for (int r = 0; r < RT; ++r)
+    _Pragma("GCC unroll 16")
+    for (int m = 0; m < MT; ++m) t.out[(r0 + r) * t.out_stride + m0 + m] = V::reduce(acc[r][m]);
+}
+
+template <class R, int RT, int MT>
+void columns(const MatmulTile& t, int64_t r0) {
+  int64_t m = 0;
+  for (; m + MT <= t.cols; m += MT) tile<R, RT, MT>(t, r0, m);
+  for (; m < t.cols; ++m) tile<R, RT, 1>(t, r0, m);
+}
+
+// Rows in groups of up to kRows sharing each weight load; a single row takes kGemvCols weight rows
+// at a time (independent accumulator chains for decode), more rows kCols.
+template <class R>
+void matmul(const MatmulTile& t) {
+  int64_t r = 0;
+  for (; r + kRows <= t.rows; r += kRows) columns<R, kRows, kCols>(t, r);
+  switch (t.rows - r) {
+    case 1: return columns<R, 1, kGemvCols>(t, r);
+    case 2: return columns<R, 2, kCols>(t, r);
+    case 3: return columns<R, 3, kCols>(t, r);
+    default: return;
+  }
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  T acc = V::zero();
+  int64_t i = 0;
+  for (; i + W <= n; i += W) acc = V::fma(V::load(a + i), V::load(b + i), acc);
+  if (i < n) {
+    float ab[W], bb[W];
+    _Pragma("GCC unroll 16")
+    for (int l = 0; l < W; ++l) ab[l] = i + l < n ? a[i + l] : 0.0f, bb[l] = i + l < n ? b[i + l] : 0.0f;
+    acc = V::fma(V::load(ab), V::load(bb), acc);
+  }
+  return V::reduce(acc);
+}
+
+void axpy(float a, const float* x, float* y, int64_t n) {
+  const T av = V::splat(a);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) V::store(y + i, V::fma(av, V::load(x + i), V::load(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+void f32_to_f32(const void* src, float* dst, int64_t n) { __builtin_memcpy(dst, src, static_cast<size_t>(n) * 4); }
+void f16_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* p = static_cast<const unsigned char*>(src);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) V::store(dst + i, V::f16(p + 2 * i));
+  for (; i < n; ++i) dst[i] = V::half(p + 2 * i);
+}
+void bf16_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* p = static_cast<const unsigned char*>(src);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) V::store(dst + i, V::bf16(p + 2 * i));
+  for (; i < n; ++i) dst[i] = RowBF16::at(p, i);
+}
+
+const Kernels kTable = {
+    kIsaName,
+    {&matmul<RowF32>, &matmul<RowF16>, &matmul<RowBF16>, &matmul<RowQ8>, &matmul<RowQ4>},
+    &dot,
+    &axpy,
+    {&f32_to_f32, &f16_to_f32, &bf16_to_f32},
+};
