@@ -2,21 +2,25 @@
 // weight-row dequantization and the fixed-order dot product that makes results batch invariant.
 #pragma once
 
-#include "backend/backend.hpp"
-#include "core/half.hpp"
-
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "backend/backend.hpp"
+#include "core/half.hpp"
 
 namespace kiln::backend::cpu {
 
 inline std::byte* bytes_of(const TensorRef& t) {
   return static_cast<std::byte*>(t.buffer->host_ptr()) + t.offset;
 }
-inline float* f32_of(const TensorRef& t) { return reinterpret_cast<float*>(bytes_of(t)); }
-inline int32_t* i32_of(const TensorRef& t) { return reinterpret_cast<int32_t*>(bytes_of(t)); }
+inline float* f32_of(const TensorRef& t) {
+  return reinterpret_cast<float*>(bytes_of(t));
+}
+inline int32_t* i32_of(const TensorRef& t) {
+  return reinterpret_cast<int32_t*>(bytes_of(t));
+}
 
 using kiln::bf16_to_f32;  // core/half.hpp
 using kiln::f16_to_f32;
@@ -42,7 +46,9 @@ inline float dot(const float* a, const float* b, int64_t n) {
 }
 
 /** Σ a[i]² with the same fixed order as dot(). */
-inline float sum_squares(const float* a, int64_t n) { return dot(a, a, n); }
+inline float sum_squares(const float* a, int64_t n) {
+  return dot(a, a, n);
+}
 
 /** Throws BackendError(invalid) "[backend cpu] <op>: <what>" for malformed bound graphs. */
 [[noreturn]] void fail(const Node& node, const std::string& what);
@@ -60,5 +66,14 @@ struct Seq {
  * kv_len >= q_len, slots within [0, n_slots) and distinct (n_slots < 0: slots unused).
  */
 std::vector<Seq> read_seqs(const Node& node, const TensorRef& seqs, int64_t n_tokens, int64_t n_slots);
+
+/** An ATTENTION node's shapes and inputs, checked: every block a query reads lies in the cache. */
+struct AttentionShape {
+  int64_t N, Hq, Dk, B, BS, Hkv, Dv, MB, window;
+  std::vector<Seq> seqs;
+  const int32_t* table;  ///< block_table [S, MB]
+  float scale, cap;
+};
+AttentionShape check_attention(const Node& n);  // attention.cpp
 
 }  // namespace kiln::backend::cpu

@@ -1,10 +1,10 @@
 // Elementwise ops: ADD / MUL with numpy broadcasting of src1, and the unary activations.
-#include "backend/cpu/common.hpp"
-#include "backend/cpu/kernels.hpp"
-
 #include <tbb/parallel_for.h>
 
 #include <cmath>
+
+#include "backend/cpu/common.hpp"
+#include "backend/cpu/kernels.hpp"
 
 namespace kiln::backend::cpu {
 
@@ -56,18 +56,25 @@ void run_unary(const Node& n) {
     });
   };
   switch (n.op) {
-    case KILN_OP_SCALE: return apply([s = p.scale, b = p.bias](float v) { return v * s + b; });
-    case KILN_OP_SILU: return apply([](float v) { return v / (1.0f + std::exp(-v)); });
-    case KILN_OP_SIGMOID: return apply([](float v) { return 1.0f / (1.0f + std::exp(-v)); });
+    case KILN_OP_SCALE:
+      return apply([s = p.scale, b = p.bias](float v) { return v * s + b; });
+    case KILN_OP_SILU:
+      return apply([](float v) { return v / (1.0f + std::exp(-v)); });
+    case KILN_OP_SIGMOID:
+      return apply([](float v) { return 1.0f / (1.0f + std::exp(-v)); });
     case KILN_OP_GELU_TANH:
       return apply([](float v) {
         constexpr float k = 0.7978845608028654f;  // √(2/π)
         return 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
       });
-    case KILN_OP_SOFTPLUS: return apply([](float v) { return v > 20.0f ? v : std::log1p(std::exp(v)); });
-    case KILN_OP_SOFTCAP: return apply([c = p.cap](float v) { return c * std::tanh(v / c); });
-    case KILN_OP_EXP: return apply([](float v) { return std::exp(v); });
-    default: fail(n, "not a unary op");
+    case KILN_OP_SOFTPLUS:
+      return apply([](float v) { return v > 20.0f ? v : std::log1p(std::exp(v)); });
+    case KILN_OP_SOFTCAP:
+      return apply([c = p.cap](float v) { return c * std::tanh(v / c); });
+    case KILN_OP_EXP:
+      return apply([](float v) { return std::exp(v); });
+    default:
+      fail(n, "not a unary op");
   }
 }
 

@@ -1,12 +1,12 @@
 // MATMUL (x · wᵀ) and MOE_MATMUL (per-slot expert weights). Work is split over weight rows; each
 // output element is one dot() over K, so its value never depends on the batch.
-#include "backend/cpu/common.hpp"
-#include "backend/cpu/kernels.hpp"
-
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
 
 #include <vector>
+
+#include "backend/cpu/common.hpp"
+#include "backend/cpu/kernels.hpp"
 
 namespace kiln::backend::cpu {
 namespace {
@@ -50,7 +50,8 @@ void run_matmul(const Node& n) {
 
 void run_moe_matmul(const Node& n) {
   const TensorRef &x = n.src[0], &w = n.src[1], &ids = n.src[2];
-  if (w.desc.ndim != 3 || ids.desc.ndim != 2 || ids.desc.dtype != DType::i32) fail(n, "expected w [E, M, K], ids i32 [N, k]");
+  if (w.desc.ndim != 3 || ids.desc.ndim != 2 || ids.desc.dtype != DType::i32)
+    fail(n, "expected w [E, M, K], ids i32 [N, k]");
   const int64_t E = w.desc.ne[0], M = w.desc.ne[1], K = w.desc.ne[2];
   const int64_t N = ids.desc.ne[0], k = ids.desc.ne[1];
   const bool per_slot = x.desc.ndim == 3;

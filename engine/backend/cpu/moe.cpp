@@ -1,12 +1,12 @@
 // Mixture-of-experts routing: TOP_K (ids), MOE_WEIGHTS (softmax over all experts, gather,
 // renormalize, optional per-expert scale) and MOE_SUM (weighted sum over the k slots, in order).
-#include "backend/cpu/common.hpp"
-#include "backend/cpu/kernels.hpp"
-
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
 
 #include <cmath>
+
+#include "backend/cpu/common.hpp"
+#include "backend/cpu/kernels.hpp"
 
 namespace kiln::backend::cpu {
 

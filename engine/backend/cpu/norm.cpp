@@ -1,11 +1,11 @@
 // Row-wise ops over the last dimension: RMS_NORM (weight, 1+weight, none, gated), L2_NORM, SOFTMAX.
 // Each row's reduction is sum_squares()/a sequential loop: the order depends only on D.
-#include "backend/cpu/common.hpp"
-#include "backend/cpu/kernels.hpp"
-
 #include <tbb/parallel_for.h>
 
 #include <cmath>
+
+#include "backend/cpu/common.hpp"
+#include "backend/cpu/kernels.hpp"
 
 namespace kiln::backend::cpu {
 namespace {
@@ -39,9 +39,15 @@ void run_rms_norm(const Node& n) {
     for (int64_t i = 0; i < d; ++i) {
       const float xn = x[i] * inv;
       switch (mode) {
-        case KILN_NORM_WEIGHT: y[i] = xn * w[i]; break;
-        case KILN_NORM_ONE_PLUS: y[i] = xn * (1.0f + w[i]); break;
-        case KILN_NORM_NONE: y[i] = xn; break;
+        case KILN_NORM_WEIGHT:
+          y[i] = xn * w[i];
+          break;
+        case KILN_NORM_ONE_PLUS:
+          y[i] = xn * (1.0f + w[i]);
+          break;
+        case KILN_NORM_NONE:
+          y[i] = xn;
+          break;
         default: {
           const float g = z[r * d + i];
           y[i] = xn * w[i] * (g / (1.0f + std::exp(-g)));

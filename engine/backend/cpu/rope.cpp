@@ -1,12 +1,12 @@
 // ROPE with explicit per-token positions: NEOX (rotate-half) or NORMAL (adjacent pairs), rotated
 // span n_dims, and n_freq pairs with a non-zero frequency (Gemma 4 proportional RoPE).
-#include "backend/cpu/common.hpp"
-#include "backend/cpu/kernels.hpp"
-
 #include <tbb/parallel_for.h>
 
 #include <cmath>
 #include <vector>
+
+#include "backend/cpu/common.hpp"
+#include "backend/cpu/kernels.hpp"
 
 namespace kiln::backend::cpu {
 
@@ -23,8 +23,8 @@ void run_rope(const Node& n) {
   // inv_freq in fp32 as HF computes it: 1 / theta^(2i / n_dims).
   std::vector<float> inv_freq(static_cast<size_t>(half), 0.0f);
   for (int64_t i = 0; i < n_freq; ++i)
-    inv_freq[static_cast<size_t>(i)] =
-        static_cast<float>(1.0 / std::pow(static_cast<double>(n.params.theta), static_cast<double>(2 * i) / static_cast<double>(n_dims)));
+    inv_freq[static_cast<size_t>(i)] = static_cast<float>(
+        1.0 / std::pow(static_cast<double>(n.params.theta), static_cast<double>(2 * i) / static_cast<double>(n_dims)));
   const bool neox = n.params.mode == KILN_ROPE_NEOX;
   const float* xp = f32_of(n.src[0]);
   const int32_t* pp = i32_of(n.src[1]);

@@ -27,6 +27,8 @@ void run_node(const Node& n) {
       return run_matmul(n);
     case KILN_OP_MOE_MATMUL:
       return run_moe_matmul(n);
+    case KILN_OP_ATTENTION:
+      return run_attention(n);
     default:
       return cpu::run_node(n);
   }
@@ -35,7 +37,9 @@ void run_node(const Node& n) {
 }  // namespace simd
 
 std::unique_ptr<Backend> make_simd_backend() {
-  return make_host_backend({"cpu", "cpu", "cpu", simd::describe_isa(simd::chosen_isa()), &simd::run_node});
+  const simd::Isa isa = simd::chosen_isa();
+  return make_host_backend(
+      {"cpu", "cpu", std::string("cpu (") + simd::isa_name(isa) + ")", simd::describe_isa(isa), &simd::run_node});
 }
 
 }  // namespace kiln::backend
