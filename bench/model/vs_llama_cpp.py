@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """kiln against llama.cpp (node-llama-cpp 3.21.1's CPU build, .cache/llama-oracle) on the same GGUF
 files, in interleaved rounds: decode tok/s and prefill tok/s per model, median and spread, and the
-ratio kiln / llama.cpp. The GGUFs are bench_model's generated Qwen3-0.6B-shaped models (f16, bf16,
-q8_0; `bench_model --keep`) and stories260K. llama.cpp's figures include node-llama-cpp's JS loop:
+ratio kiln / llama.cpp. The GGUFs are bench_model's generated models (Qwen3-0.6B-shaped by default,
+--archs for the Qwen3.5 and Gemma 4 shapes; f16, bf16, q8_0; `bench_model --keep`) and stories260K. llama.cpp's figures include node-llama-cpp's JS loop:
 small next to a 0.5B model's step, large next to stories260K's (compare that row with care).
 
   bench/model/vs_llama_cpp.py [--device cpu|vulkan|auto] [--dtypes f16,bf16,q8_0] [--rounds 3]
                               [--prompt 64] [--decode 16] [--threads N] [--layers 28]
+                              [--archs qwen3,qwen3_5,gemma4-e2b]
 """
 import argparse
 import json
@@ -19,6 +20,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 ORACLE = os.path.join(ROOT, ".cache", "llama-oracle")
+SHAPES = {"qwen3": "qwen3-0.6B-shape", "qwen3_5": "qwen3.5-0.8B-shape", "gemma4-e2b": "gemma4-E2B-shape",
+          "gemma4-moe": "gemma4-moe-shape"}
 
 
 def kiln(build, model, device, prompt, decode):
@@ -44,6 +47,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtypes", default="f16,bf16,q8_0")
+    ap.add_argument("--archs", default="qwen3", help="bench_model shapes: qwen3, qwen3_5, gemma4-e2b, gemma4-moe")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--prompt", type=int, default=64)
     ap.add_argument("--decode", type=int, default=16)
@@ -54,13 +58,16 @@ def main():
     if not os.path.isdir(os.path.join(ORACLE, "node_modules", "node-llama-cpp")):
         sys.exit("node-llama-cpp is not installed under .cache/llama-oracle (run scripts/setup.sh)")
     models = []
-    for dt in [d for d in a.dtypes.split(",") if d]:
-        path = os.path.join(a.dir, f"kiln-bench-qwen3-{dt}.gguf")
-        if not os.path.exists(path):  # bench_model writes it (and times it once, on a small prompt)
-            subprocess.run([os.path.join(a.build, "bin", "bench_model"), "--dtype", dt, "--layers", str(a.layers),
-                            "--dir", a.dir, "--keep", "--prompt", "8", "--decode", "2", "--device", "cpu"],
-                           capture_output=True, check=True)
-        models.append((f"qwen3-0.6B-shape {dt}", path))
+    for arch in [x for x in a.archs.split(",") if x]:
+        for dt in [d for d in a.dtypes.split(",") if d]:
+            path = os.path.join(a.dir, f"kiln-bench-{arch}-{dt}.gguf")
+            if not os.path.exists(path):  # bench_model writes it (and times it once, on a small prompt)
+                cmd = [os.path.join(a.build, "bin", "bench_model"), "--arch", arch, "--dtype", dt, "--dir", a.dir,
+                       "--keep", "--prompt", "8", "--decode", "2", "--device", "cpu"]
+                if arch == "qwen3":
+                    cmd += ["--layers", str(a.layers)]
+                subprocess.run(cmd, capture_output=True, check=True)
+            models.append((f"{SHAPES.get(arch, arch)} {dt}", path))
     # stories260K: llama.cpp on one thread (more threads spin-wait longer than a 260K model's step:
     # 51 tok/s with 2 threads on the 2-vCPU VM, ~1000 with 1).
     models.append(("stories260K (JS loop dominates)", os.path.join(ROOT, "configs", "models", "stories260K.gguf")))

@@ -25,8 +25,7 @@ Isa detect_isa() {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                      __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   if (avx512) return Isa::avx512;
   if (avx2) return Isa::avx2;
 #endif
@@ -64,7 +63,7 @@ std::string describe_isa(Isa isa) {
     case Isa::avx2:
       return "avx2 kernels (AVX2, FMA, F16C)";
     case Isa::avx512:
-      return "avx512 kernels (AVX-512 with BF16 and VNNI)";
+      return "avx512 kernels (AVX-512 F, BW, VL, DQ)";
   }
   return "?";
 }

@@ -12,7 +12,7 @@ namespace kiln::backend::simd {
 enum class Isa { portable, avx2, avx512 };
 
 const char* isa_name(Isa isa);
-/** The best variant this CPU (and OS) runs: avx512 needs F/BW/VL/DQ + BF16 + VNNI, avx2 AVX2 + FMA + F16C. */
+/** The best variant this CPU (and OS) runs: avx512 needs AVX-512 F/BW/VL/DQ (+ the avx2 set), avx2 AVX2 + FMA + F16C. */
 Isa detect_isa();
 /**
  * detect_isa(), or KILN_CPU_ISA when set. Asking for a variant this CPU cannot run, or naming none,
@@ -20,7 +20,7 @@ Isa detect_isa();
  */
 Isa active_isa();
 const Kernels& kernels_for(Isa isa);
-/** "avx512 (AVX-512 with BF16 and VNNI)": for the device's driver string and logs. */
+/** "avx512 kernels (AVX-512 F, BW, VL, DQ)": for the device's driver string and logs. */
 std::string describe_isa(Isa isa);
 
 }  // namespace kiln::backend::simd

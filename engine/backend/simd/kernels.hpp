@@ -43,7 +43,7 @@ struct Kernels {
 const Kernels& kernels_portable();
 #if defined(KILN_SIMD_X86)
 const Kernels& kernels_avx2();    ///< AVX2 + FMA + F16C
-const Kernels& kernels_avx512();  ///< AVX-512 F/BW/VL/DQ + BF16 + VNNI
+const Kernels& kernels_avx512();  ///< AVX-512 F/BW/VL/DQ
 #endif
 
 }  // namespace kiln::backend::simd

@@ -1,6 +1,6 @@
-// AVX-512 kernels (F, BW, VL, DQ; the table is chosen only where BF16 and VNNI are present too):
+// AVX-512 kernels (F, BW, VL, DQ; f32 arithmetic: no BF16 or VNNI instructions, see docs/backend.md §8):
 // 16 lanes, up to 4 rows × 4 weight rows per tile (16 of the 32 vector registers accumulate).
-// Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c.
+// Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c.
 #include <immintrin.h>
 
 #include "backend/simd/kernels.hpp"
