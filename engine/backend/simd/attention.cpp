@@ -1,8 +1,9 @@
 // ATTENTION over the paged KV cache (ragged batches, causal, GQA, sliding windows, softcap, every
 // cache format). A task is a block of one sequence's consecutive queries and one KV head: each key
-// and value row is read and widened once for every query head of the block that attends to it.
+// and value row is read once for every query head of the block that attends to it.
 // Each query's arithmetic (its logits, softmax and weighted sum, keys in position order) is the
-// same whichever block holds it, so results do not depend on the batch.
+// same whichever block holds it, so results do not depend on the batch. f32 / f16 / bf16 rows are
+// read in place and widened in registers; the quantized KV formats are widened row by row first.
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
@@ -17,20 +18,23 @@ namespace {
 
 constexpr int64_t kQueryHeadsPerTask = 16;  // queries × query heads of one KV head per task
 
-/** A cache row as f32: a pointer into the cache (f32) or into `tmp` (widened). */
-const float* cache_row(const Kernels& k, DType t, const std::byte* row, int64_t d, float* tmp) {
+/** A cache row as the dot / axpy kernels read it: in place (f32, f16, bf16) or widened into
+    `tmp` (the quantized KV formats). */
+struct Row {
+  const void* p;
+  int kind;  // kF32, kF16 or kBF16
+};
+Row cache_row(DType t, const std::byte* row, int64_t d, float* tmp) {
   switch (t) {
     case DType::f32:
-      return reinterpret_cast<const float*>(row);
+      return {row, kF32};
     case DType::f16:
-      k.to_f32[kF16](row, tmp, d);
-      return tmp;
+      return {row, kF16};
     case DType::bf16:
-      k.to_f32[kBF16](row, tmp, d);
-      return tmp;
+      return {row, kBF16};
     default:
       cpu::row_to_f32(t, row, d, tmp);
-      return tmp;
+      return {tmp, kF32};
   }
 }
 
@@ -72,15 +76,14 @@ void run_attention(const Node& n) {
         tmp(static_cast<size_t>(std::max(a.Dk, a.Dv)));
     auto cell_of = [&](int64_t j) { return static_cast<int64_t>(blocks[j / a.BS]) * a.BS + j % a.BS; };
     for (int64_t j = lo; j <= hi; ++j) {
-      const float* kr =
-          cache_row(k, kt, kp + static_cast<size_t>(cell_of(j) * a.Hkv + task.head) * krow, a.Dk, tmp.data());
+      const Row kr = cache_row(kt, kp + static_cast<size_t>(cell_of(j) * a.Hkv + task.head) * krow, a.Dk, tmp.data());
       for (int64_t i = 0; i < nq; ++i) {
         const int64_t pos = first + task.q0 + i;
         if (j > pos || j < lo_of(pos)) continue;
         const int64_t t = sq.q_start + task.q0 + i;
         for (int64_t g = 0; g < group; ++g) {
           const int64_t r = i * group + g;
-          float l = k.dot(qp + (t * a.Hq + task.head * group + g) * a.Dk, kr, a.Dk) * a.scale;
+          float l = k.dot[kr.kind](qp + (t * a.Hq + task.head * group + g) * a.Dk, kr.p, a.Dk) * a.scale;
           if (a.cap > 0.0f) l = a.cap * std::tanh(l / a.cap);
           logits[static_cast<size_t>(r * nkeys + j - lo)] = l;
           mx[static_cast<size_t>(r)] = std::max(mx[static_cast<size_t>(r)], l);
@@ -99,14 +102,13 @@ void run_attention(const Node& n) {
       }
     }
     for (int64_t j = lo; j <= hi; ++j) {
-      const float* vr =
-          cache_row(k, vt, vp + static_cast<size_t>(cell_of(j) * a.Hkv + task.head) * vrow, a.Dv, tmp.data());
+      const Row vr = cache_row(vt, vp + static_cast<size_t>(cell_of(j) * a.Hkv + task.head) * vrow, a.Dv, tmp.data());
       for (int64_t i = 0; i < nq; ++i) {
         const int64_t pos = first + task.q0 + i;
         if (j > pos || j < lo_of(pos)) continue;
         for (int64_t g = 0; g < group; ++g) {
           const int64_t r = i * group + g;
-          k.axpy(logits[static_cast<size_t>(r * nkeys + j - lo)], vr, acc.data() + r * a.Dv, a.Dv);
+          k.axpy[vr.kind](logits[static_cast<size_t>(r * nkeys + j - lo)], vr.p, acc.data() + r * a.Dv, a.Dv);
         }
       }
     }

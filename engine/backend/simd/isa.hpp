@@ -12,7 +12,8 @@ namespace kiln::backend::simd {
 enum class Isa { portable, avx2, avx512 };
 
 const char* isa_name(Isa isa);
-/** The best variant this CPU (and OS) runs: avx512 needs AVX-512 F/BW/VL/DQ (+ the avx2 set), avx2 AVX2 + FMA + F16C. */
+/** The best variant this CPU (and OS) runs: avx512 needs AVX-512 F/BW/VL/DQ (+ the avx2 set), avx2 AVX2 + FMA + F16C.
+ */
 Isa detect_isa();
 /**
  * detect_isa(), or KILN_CPU_ISA when set. Asking for a variant this CPU cannot run, or naming none,

@@ -32,12 +32,11 @@ struct MatmulTile {
 struct Kernels {
   const char* isa;  ///< "portable", "avx2", "avx512"
   void (*matmul[kWeightTypes])(const MatmulTile& t);
-  /** Σ a[i]·b[i], in an order that depends only on n. */
-  float (*dot)(const float* a, const float* b, int64_t n);
-  /** y[i] += a · x[i]. */
-  void (*axpy)(float a, const float* x, float* y, int64_t n);
-  /** n values of a weight type (f16, bf16 or f32; not the block formats) to f32. */
-  void (*to_f32[3])(const void* src, float* dst, int64_t n);
+  /** Σ a[i]·row[i] for a row of n f32, f16 or bf16 values (index kF32, kF16, kBF16), in an order
+      that depends only on n. */
+  float (*dot[3])(const float* a, const void* row, int64_t n);
+  /** y[i] += c · row[i] for a row of n f32, f16 or bf16 values. */
+  void (*axpy[3])(float c, const void* row, float* y, int64_t n);
 };
 
 const Kernels& kernels_portable();

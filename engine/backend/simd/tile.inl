@@ -111,44 +111,35 @@ void matmul(const MatmulTile& t) {
   }
 }
 
-float dot(const float* a, const float* b, int64_t n) {
+// Σ a[i]·row[i] and y[i] += c·row[i] over a row of an unblocked type (f32, f16, bf16), widened in
+// registers: attention reads its cache rows this way.
+template <class R>
+float dot_row(const float* a, const void* row, int64_t n) {
+  const auto* w = static_cast<const unsigned char*>(row);
   T acc = V::zero();
   int64_t i = 0;
-  for (; i + W <= n; i += W) acc = V::fma(V::load(a + i), V::load(b + i), acc);
+  for (; i + W <= n; i += W) acc = V::fma(V::load(a + i), R::load(w, i), acc);
   if (i < n) {
     float ab[W], bb[W];
     _Pragma("GCC unroll 16")
-    for (int l = 0; l < W; ++l) ab[l] = i + l < n ? a[i + l] : 0.0f, bb[l] = i + l < n ? b[i + l] : 0.0f;
+    for (int l = 0; l < W; ++l) ab[l] = i + l < n ? a[i + l] : 0.0f, bb[l] = i + l < n ? R::at(w, i + l) : 0.0f;
     acc = V::fma(V::load(ab), V::load(bb), acc);
   }
   return V::reduce(acc);
 }
 
-void axpy(float a, const float* x, float* y, int64_t n) {
-  const T av = V::splat(a);
+template <class R>
+void axpy_row(float c, const void* row, float* y, int64_t n) {
+  const auto* w = static_cast<const unsigned char*>(row);
+  const T cv = V::splat(c);
   int64_t i = 0;
-  for (; i + W <= n; i += W) V::store(y + i, V::fma(av, V::load(x + i), V::load(y + i)));
-  for (; i < n; ++i) y[i] += a * x[i];
-}
-
-void f32_to_f32(const void* src, float* dst, int64_t n) { __builtin_memcpy(dst, src, static_cast<size_t>(n) * 4); }
-void f16_to_f32(const void* src, float* dst, int64_t n) {
-  const auto* p = static_cast<const unsigned char*>(src);
-  int64_t i = 0;
-  for (; i + W <= n; i += W) V::store(dst + i, V::f16(p + 2 * i));
-  for (; i < n; ++i) dst[i] = V::half(p + 2 * i);
-}
-void bf16_to_f32(const void* src, float* dst, int64_t n) {
-  const auto* p = static_cast<const unsigned char*>(src);
-  int64_t i = 0;
-  for (; i + W <= n; i += W) V::store(dst + i, V::bf16(p + 2 * i));
-  for (; i < n; ++i) dst[i] = RowBF16::at(p, i);
+  for (; i + W <= n; i += W) V::store(y + i, V::fma(cv, R::load(w, i), V::load(y + i)));
+  for (; i < n; ++i) y[i] += c * R::at(w, i);
 }
 
 const Kernels kTable = {
     kIsaName,
     {&matmul<RowF32>, &matmul<RowF16>, &matmul<RowBF16>, &matmul<RowQ8>, &matmul<RowQ4>},
-    &dot,
-    &axpy,
-    {&f32_to_f32, &f16_to_f32, &bf16_to_f32},
+    {&dot_row<RowF32>, &dot_row<RowF16>, &dot_row<RowBF16>},
+    {&axpy_row<RowF32>, &axpy_row<RowF16>, &axpy_row<RowBF16>},
 };
