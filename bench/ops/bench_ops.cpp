@@ -407,7 +407,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_ops [--quick] [--no-gemm] [--no-gemv] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N] "
-                   "[--shape MxK] [--rows R] [--device vulkan|cpu|reference]\n");
+                   "[--shape MxK] [--rows R] [--device vulkan|vulkan:N|cpu|reference]\n");
       return 2;
     }
   }

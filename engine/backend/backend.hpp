@@ -83,9 +83,9 @@ enum class DeviceKind { cpu, discrete_gpu, integrated_gpu, software_gpu /* lavap
 const char* device_kind_name(DeviceKind k);
 
 struct DeviceInfo {
-  std::string backend;  ///< "cpu", "vulkan"
-  std::string name;     ///< "cpu", "llvmpipe (LLVM 15.0.6, 256 bits)", "NVIDIA H100"
-  std::string id;       ///< registry spec: "cpu", "vulkan:0"
+  std::string backend;  ///< "reference", "cpu", "vulkan"
+  std::string name;     ///< "cpu (avx512)", "cpu reference", "llvmpipe (LLVM 15.0.6, 256 bits)", "NVIDIA H100"
+  std::string id;       ///< registry spec: "cpu", "reference", "vulkan:0"
   DeviceKind kind = DeviceKind::cpu;
   std::string driver;  ///< driver / API version, free text
 };
@@ -215,7 +215,7 @@ class Device {
   }
 };
 
-/** One API ("cpu", "vulkan") and the devices it found. */
+/** One API ("reference", "cpu", "vulkan") and the devices it found. */
 class Backend {
  public:
   virtual ~Backend() = default;

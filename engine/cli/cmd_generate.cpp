@@ -156,7 +156,7 @@ const bool registered = register_command({
     "prints ids.\n\n"
     "  --chat         render the prompt as a user message with the model's chat template\n"
     "  --ids          print the generated token ids (comma-separated) instead of text\n"
-    "  --device DEV   auto (default), cpu, vulkan, vulkan:N (KILN_DEVICE overrides)\n",
+    "  --device DEV   auto (default), cpu, reference, vulkan, vulkan:N (KILN_DEVICE overrides)\n",
     &run,
 });
 

@@ -69,7 +69,7 @@ const bool registered = register_command({
     "  --model PATH   Hugging Face directory, .safetensors file (config.json beside it) or .gguf file\n"
     "  --ids LIST     comma-separated token ids\n"
     "  --all          print every position's logits\n"
-    "  --device DEV   auto (default), cpu, vulkan, vulkan:N (KILN_DEVICE overrides)\n"
+    "  --device DEV   auto (default), cpu, reference, vulkan, vulkan:N (KILN_DEVICE overrides)\n"
     "  --config FILE  a kiln YAML config (for its plugins: section)\n",
     &run,
 });

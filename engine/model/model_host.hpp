@@ -42,7 +42,7 @@ struct Tensor;
 namespace kiln::model {
 
 struct HostOptions {
-  std::string device;  ///< "" / "auto", "cpu", "vulkan", "vulkan:1" (KILN_DEVICE overrides)
+  std::string device;  ///< "" / "auto", "cpu", "reference", "vulkan", "vulkan:1" (KILN_DEVICE overrides)
   bool allow_cpu_fallback = true;
   CacheConfig cache;                    ///< block_tokens, memory (bytes or fraction of device memory), kv_dtype
   uint32_t max_context = 0;             ///< 0: the model's, capped at 8192

@@ -62,7 +62,7 @@ TEST_P(BatchInvariance, Matmul) {
 }
 
 TEST_P(BatchInvariance, MoeMatmul) {
-  const int64_t N = 9, K = 64, M = 24, E = 4, k = 2;
+  const int64_t N = 9, K = 256, M = 72, E = 4, k = 2;  // big enough for parallel multi-row tiles
   const auto x = random(static_cast<size_t>(N * K), 2);
   std::vector<int32_t> ids;
   for (int64_t i = 0; i < N * k; ++i) ids.push_back(static_cast<int32_t>((i * 7 + i / k) % E));

@@ -177,12 +177,20 @@ std::vector<Case> cases_moe_matmul() {
   std::vector<Case> c;
   for (DType t : kWeightTypes)
     for (bool per_slot : {false, true})
-      c.push_back({fmt::format("{} E6 M40 K64 N5 k2 {}", dtype_name(t), per_slot ? "x[N,k,K]" : "x[N,K]"),
-                   5e-7, [t, per_slot](OpGraph& g) {
+      c.push_back({fmt::format("{} E6 M40 K64 N5 k2 {}", dtype_name(t), per_slot ? "x[N,k,K]" : "x[N,K]"), 5e-7,
+                   [t, per_slot](OpGraph& g) {
                      const uint32_t x = per_slot ? g.f32({5, 2, 64}) : g.f32({5, 64});
                      const uint32_t ids = g.i32({5, 2}, {0, 3, 5, 1, 3, 0, 2, 2, 4, 5});
                      g.output(g.op(KILN_OP_MOE_MATMUL, {x, g.weight(t, {6, 40, 64}), ids}));
                    }});
+  // Enough pairs per expert for the multi-row tiles and the parallel path of the native CPU backend.
+  for (DType t : {DType::f16, DType::q8_0})
+    c.push_back({fmt::format("{} E4 M72 K96 N20 k2 x[N,K]", dtype_name(t)), 5e-7, [t](OpGraph& g) {
+                   std::vector<int32_t> ids;
+                   for (int32_t r = 0; r < 20; ++r)  // two distinct experts per row, ten pairs each
+                     for (int32_t j = 0; j < 2; ++j) ids.push_back((r + j * (1 + r % 3)) % 4);
+                   g.output(g.op(KILN_OP_MOE_MATMUL, {g.f32({20, 96}), g.weight(t, {4, 72, 96}), g.i32({20, 2}, ids)}));
+                 }});
   return c;
 }
 
@@ -319,6 +327,9 @@ std::vector<Case> cases_attention() {
       // Gemma 4's layers: full with head dim 512 (GQA 8:1, scale 1), sliding with 256 and a window.
       {"gemma4 full: head dim 512, GQA 8", {{1, 40}, {6, 21}}, 8, 1, 512, 512, 16, 0, 0, 1.0f},
       {"gemma4 sliding: head dim 256, window 12", {{1, 40}, {9, 30}}, 4, 2, 256, 256, 8, 12, 0, 1.0f},
+      // Query-head groups wider than a native CPU task's 16 query rows, and ones that do not divide it.
+      {"GQA 32:1, window 20", {{1, 45}, {7, 30}}, 32, 1, 32, 32, 16, 20, 0, 0},
+      {"GQA 9:3, window 10", {{1, 33}, {12, 25}}, 9, 3, 24, 24, 8, 10, 0, 0},
   };
   if (heavy()) as.push_back({"head dim 132, kv 1500", {{1, 1500}, {7, 700}}, 4, 2, 132, 132, 16, 0, 0, 0});
   if (heavy()) as.push_back({"prefill 130 + decode kv2000", {{130, 700}, {1, 2000}}, 8, 2, 128, 128, 32, 0, 0, 0});

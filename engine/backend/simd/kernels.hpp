@@ -19,14 +19,14 @@ enum WeightType : int { kF32 = 0, kF16, kBF16, kQ8_0, kQ4_0, kWeightTypes };
  * reduced in an order that depends only on K and the ISA: which rows and columns share a call
  * never changes a value (batch invariance).
  */
-struct MatmulTile {
-  const float* x = nullptr;
-  int64_t x_stride = 0;
-  const unsigned char* w = nullptr;
-  size_t w_stride = 0;
-  float* out = nullptr;
-  int64_t out_stride = 0;
-  int64_t K = 0, rows = 0, cols = 0;
+struct MatmulTile {  // a plain aggregate (no inline constructor to share with flagged code): `MatmulTile t{};`
+  const float* x;
+  int64_t x_stride;
+  const unsigned char* w;
+  size_t w_stride;
+  float* out;
+  int64_t out_stride;
+  int64_t K, rows, cols;
 };
 
 struct Kernels {

@@ -6,6 +6,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "backend/cpu/common.hpp"
@@ -66,7 +67,7 @@ void run_matmul(const Node& n) {
     cpu::fail(n, "expected x f32 [..., K], w [M, K] -> [..., M]");
   const int wt = weight_type(w.desc.dtype);
   if (wt < 0 || (is_quantized(w.desc.dtype) && K % 32)) return cpu::run_node(n);
-  MatmulTile t;
+  MatmulTile t{};
   t.x = cpu::f32_of(x);
   t.x_stride = K;
   t.w = reinterpret_cast<const unsigned char*>(cpu::bytes_of(w));
@@ -92,48 +93,51 @@ void run_moe_matmul(const Node& n) {
   const int wt = weight_type(w.desc.dtype);
   if (wt < 0 || (is_quantized(w.desc.dtype) && K % 32)) return cpu::run_node(n);
   const int32_t* id = cpu::i32_of(ids);
-  // Pairs (n, j) grouped by expert: each expert's rows are gathered into one matrix so its
-  // weights are read once per block of pairs.
-  std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(E));
+  // Pairs (n, j) grouped by expert, each expert's activation rows gathered once into one matrix
+  // (xs, expert after expert) so a task runs the tiles over rows × a block of that expert's weights.
+  std::vector<int64_t> count(static_cast<size_t>(E) + 1, 0);
   for (int64_t p = 0; p < N * k; ++p) {
     if (id[p] < 0 || id[p] >= E) cpu::fail(n, fmt::format("expert id {} at index {} outside [0, {})", id[p], p, E));
-    by_expert[static_cast<size_t>(id[p])].push_back(p);
+    ++count[static_cast<size_t>(id[p]) + 1];
   }
+  for (int64_t e = 0; e < E; ++e) count[static_cast<size_t>(e) + 1] += count[static_cast<size_t>(e)];
+  std::vector<int64_t> pair_at(static_cast<size_t>(N * k)), fill(count.begin(), count.end() - 1);
+  for (int64_t p = 0; p < N * k; ++p) pair_at[static_cast<size_t>(fill[static_cast<size_t>(id[p])]++)] = p;
   const float* xp = cpu::f32_of(x);
-  const auto* wp = reinterpret_cast<const unsigned char*>(cpu::bytes_of(w));
-  float* out = cpu::f32_of(n.dst);
-  const size_t rb = row_bytes(w.desc.dtype, K), expert_bytes = static_cast<size_t>(M) * rb;
-  const auto fn = kernels().matmul[wt];
-  const int64_t blocks = (M + kColBlock - 1) / kColBlock;
-  auto task = [&](int64_t task) {
-    const auto& pairs = by_expert[static_cast<size_t>(task / blocks)];
-    if (pairs.empty()) return;
-    const int64_t c0 = (task % blocks) * kColBlock, cols = std::min(kColBlock, M - c0);
-    const auto P = static_cast<int64_t>(pairs.size());
-    std::vector<float> xs(static_cast<size_t>(P * K)), ys(static_cast<size_t>(P * cols));
-    for (int64_t i = 0; i < P; ++i) {
-      const float* xr = xp + (per_slot ? pairs[static_cast<size_t>(i)] : pairs[static_cast<size_t>(i)] / k) * K;
-      std::copy(xr, xr + K, xs.begin() + i * K);
-    }
-    MatmulTile t;
-    t.x = xs.data();
-    t.x_stride = K;
-    t.w = wp + static_cast<size_t>(task / blocks) * expert_bytes + static_cast<size_t>(c0) * rb;
-    t.w_stride = rb;
-    t.out = ys.data();
-    t.out_stride = cols;
-    t.K = K;
-    t.rows = P;
-    t.cols = cols;
-    fn(t);
-    for (int64_t i = 0; i < P; ++i)
-      std::copy(ys.begin() + i * cols, ys.begin() + (i + 1) * cols, out + pairs[static_cast<size_t>(i)] * M + c0);
-  };
-  if (N * k * M * K < kSerialMacs) {
-    for (int64_t i = 0; i < E * blocks; ++i) task(i);
-    return;
+  auto xs = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(N * k * K));
+  auto ys = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(N * k * M));
+  for (int64_t i = 0; i < N * k; ++i) {
+    const int64_t p = pair_at[static_cast<size_t>(i)];
+    const float* xr = xp + (per_slot ? p : p / k) * K;
+    std::copy(xr, xr + K, xs.get() + i * K);
   }
-  tbb::parallel_for(int64_t{0}, E * blocks, task);
+  const auto* wp = reinterpret_cast<const unsigned char*>(cpu::bytes_of(w));
+  const size_t rb = row_bytes(w.desc.dtype, K);
+  const auto fn = kernels().matmul[wt];
+  std::vector<MatmulTile> experts;  // one tile per expert with pairs: its rows × all its weights
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = count[static_cast<size_t>(e)], rows = count[static_cast<size_t>(e) + 1] - r0;
+    if (!rows) continue;
+    MatmulTile t{};
+    t.x = xs.get() + r0 * K;
+    t.x_stride = K;
+    t.w = wp + static_cast<size_t>(e) * static_cast<size_t>(M) * rb;
+    t.w_stride = rb;
+    t.out = ys.get() + r0 * M;
+    t.out_stride = M;
+    t.K = K;
+    t.rows = rows;
+    t.cols = M;
+    experts.push_back(t);
+  }
+  const bool parallel = N * k * M * K >= kSerialMacs;
+  if (parallel)
+    tbb::parallel_for(size_t{0}, experts.size(), [&](size_t e) { run_blocked(fn, experts[e]); });
+  else
+    for (const MatmulTile& t : experts) run_blocked(fn, t);
+  float* out = cpu::f32_of(n.dst);
+  for (int64_t i = 0; i < N * k; ++i)
+    std::copy(ys.get() + i * M, ys.get() + (i + 1) * M, out + pair_at[static_cast<size_t>(i)] * M);
 }
 
 }  // namespace kiln::backend::simd

@@ -678,7 +678,8 @@ class VulkanBackend final : public Backend {
 
 void register_vulkan_backend(Registry& registry) {
   // Every physical device becomes "vulkan:N" (N = vkEnumeratePhysicalDevices index) so the
-  // registry's selection (auto: discrete > integrated > software; YAML backend.device; KILN_DEVICE)
+  // registry's selection (auto: discrete > integrated, software only when named; YAML backend.device;
+  // KILN_DEVICE)
   // chooses among them. KILN_VULKAN_DEVICE (index or name) opens only that one.
   std::vector<std::unique_ptr<vk::VulkanDevice>> devs;
   const char* only = std::getenv("KILN_VULKAN_DEVICE");
