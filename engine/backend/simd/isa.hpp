@@ -12,7 +12,8 @@ namespace kiln::backend::simd {
 enum class Isa { portable, avx2, avx512 };
 
 const char* isa_name(Isa isa);
-/** The best variant this CPU (and OS) runs: avx512 needs AVX-512 F/BW/VL/DQ (+ the avx2 set), avx2 AVX2 + FMA + F16C.
+/** The best variant this CPU (and OS) runs: avx512 needs AVX-512 F/BW/VL/DQ/VNNI (+ the avx2 set), avx2 AVX2 + FMA +
+ * F16C.
  */
 Isa detect_isa();
 /**
@@ -21,7 +22,7 @@ Isa detect_isa();
  */
 Isa active_isa();
 const Kernels& kernels_for(Isa isa);
-/** "avx512 kernels (AVX-512 F, BW, VL, DQ)": for the device's driver string and logs. */
+/** "avx512 kernels (AVX-512 F, BW, VL, DQ, VNNI)": for the device's driver string and logs. */
 std::string describe_isa(Isa isa);
 
 }  // namespace kiln::backend::simd

@@ -15,9 +15,11 @@ enum WeightType : int { kF32 = 0, kF16, kBF16, kQ8_0, kQ4_0, kWeightTypes };
 
 /**
  * out[r·out_stride + m] = Σ_k x[r·x_stride + k] · w_m[k] for r < rows and m < cols, where w_m is the
- * weight row at w + m·w_stride bytes (quantized rows: K a multiple of 32). Each output element is
- * reduced in an order that depends only on K and the ISA: which rows and columns share a call
- * never changes a value (batch invariance).
+ * weight row at w + m·w_stride bytes. The block formats (q8_0, q4_0; K a multiple of 32) read the
+ * activations as 8-bit blocks instead (xq, row r at xq + r·xq_stride, from quantize_rows), as
+ * llama.cpp does: integer dot products per block. Each output element is reduced in an order that
+ * depends only on K and the ISA: which rows and columns share a call never changes a value (batch
+ * invariance).
  */
 struct MatmulTile {  // a plain aggregate (no inline constructor to share with flagged code): `MatmulTile t{};`
   const float* x;
@@ -27,11 +29,20 @@ struct MatmulTile {  // a plain aggregate (no inline constructor to share with f
   float* out;
   int64_t out_stride;
   int64_t K, rows, cols;
+  const unsigned char* xq;  ///< 8-bit activations for the block formats
+  size_t xq_stride;
 };
+
+/** Bytes of one 32-value block of 8-bit activations: f32 scale (largest magnitude / 127), 32 int8. */
+constexpr int64_t kXqBlock = 36;
 
 struct Kernels {
   const char* isa;  ///< "portable", "avx2", "avx512"
   void (*matmul[kWeightTypes])(const MatmulTile& t);
+  /** Rows of K (a multiple of 32) f32 values as 8-bit blocks (kXqBlock bytes per 32 values), each
+      value rounded to nearest even against its block's scale. */
+  void (*quantize_rows)(const float* x, int64_t x_stride, int64_t rows, int64_t K, unsigned char* dst,
+                        size_t dst_stride);
   /** Σ a[i]·row[i] for a row of n f32, f16 or bf16 values (index kF32, kF16, kBF16), in an order
       that depends only on n. */
   float (*dot[3])(const float* a, const void* row, int64_t n);
@@ -42,7 +53,7 @@ struct Kernels {
 const Kernels& kernels_portable();
 #if defined(KILN_SIMD_X86)
 const Kernels& kernels_avx2();    ///< AVX2 + FMA + F16C
-const Kernels& kernels_avx512();  ///< AVX-512 F/BW/VL/DQ
+const Kernels& kernels_avx512();  ///< AVX-512 F/BW/VL/DQ/VNNI
 #endif
 
 }  // namespace kiln::backend::simd

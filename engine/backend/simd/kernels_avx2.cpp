@@ -27,19 +27,10 @@ struct V {
     const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
   }
-  static T q8(const signed char* q, float d) {
-    const __m256i i = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(d));
-  }
-  static T q4(const unsigned char* qs, int e0, float d) {  // e0: 0, 8 (low nibbles), 16, 24 (high)
-    __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + (e0 & 15)));
-    if (e0 >= 16) b = _mm_srli_epi16(b, 4);
-    b = _mm_and_si128(b, _mm_set1_epi8(15));
-    const __m256i i = _mm256_sub_epi32(_mm256_cvtepu8_epi32(b), _mm256_set1_epi32(8));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(d));
-  }
   static float half(const unsigned char* p) { return _cvtsh_ss(static_cast<unsigned short>(p[0] | (p[1] << 8))); }
 };
+#include "backend/simd/int8_x86.inl"
+
 using T = V::T;
 constexpr int W = V::W;
 constexpr int kRows = 4, kCols = 2, kGemvCols = 4;

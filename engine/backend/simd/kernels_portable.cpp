@@ -1,6 +1,9 @@
 // Portable kernels (any CPU, the compiler's baseline flags): 8 scalar lanes the compiler may
 // vectorize, added as the reference's dot() adds them (products, then ((0+1)+(2+3))+((4+5)+(6+7))),
 // so on CPUs without AVX2 this backend agrees with the reference closely.
+#include <algorithm>
+#include <cmath>
+
 #include "backend/simd/kernels.hpp"
 #include "core/half.hpp"
 
@@ -45,21 +48,58 @@ struct V {
     for (int l = 0; l < 8; ++l) t.v[l] = kiln::bf16_to_f32(static_cast<uint16_t>(p[2 * l] | (p[2 * l + 1] << 8)));
     return t;
   }
-  static T q8(const signed char* q, float d) {
-    T t;
-    for (int l = 0; l < 8; ++l) t.v[l] = d * static_cast<float>(q[l]);
-    return t;
+};
+// The 8-bit activation path (tile.inl, int8_x86.inl for what it computes), in plain integers.
+struct Q {
+  struct B {
+    int8_t v[32];
+  };
+  struct I {
+    int32_t v[8];
+  };
+  struct F {
+    float v[8];
+  };
+  static F zero() { return F{}; }
+  static B load32(const unsigned char* p) {
+    B b;
+    __builtin_memcpy(b.v, p, 32);
+    return b;
   }
-  static T q4(const unsigned char* qs, int e0, float d) {
-    T t;
-    for (int l = 0; l < 8; ++l) {
-      const int j = e0 + l;
-      const int q = (j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4)) - 8;
-      t.v[l] = d * static_cast<float>(q);
+  static B nibbles(const unsigned char* qs) {
+    B b;
+    for (int j = 0; j < 16; ++j) {
+      b.v[j] = static_cast<int8_t>((qs[j] & 15) - 8);
+      b.v[j + 16] = static_cast<int8_t>((qs[j] >> 4) - 8);
     }
-    return t;
+    return b;
+  }
+  static I dot(const B& x, const B& w) {
+    I s;
+    for (int l = 0; l < 8; ++l) {
+      s.v[l] = 0;
+      for (int e = 4 * l; e < 4 * l + 4; ++e) s.v[l] += x.v[e] * w.v[e];
+    }
+    return s;
+  }
+  static F fma(const I& s, float scale, F acc) {
+    for (int l = 0; l < 8; ++l) acc.v[l] += static_cast<float>(s.v[l]) * scale;
+    return acc;
+  }
+  static float reduce(const F& a) {
+    const float* v = a.v;
+    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+  }
+  static void quantize_block(const float* x, unsigned char* dst) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    __builtin_memcpy(dst, &d, 4);
+    for (int j = 0; j < 32; ++j)
+      dst[4 + j] = static_cast<unsigned char>(static_cast<int8_t>(std::nearbyint(x[j] * id)));
   }
 };
+
 using T = V::T;
 constexpr int W = V::W;
 constexpr int kRows = 4, kCols = 2, kGemvCols = 4;

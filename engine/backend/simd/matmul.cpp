@@ -3,6 +3,7 @@
 // The split only decides who computes an element, never how (kernels.hpp), so results do not
 // depend on the batch. Weights are read where they lie (in place in the mapped file).
 #include <fmt/format.h>
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
@@ -46,6 +47,7 @@ void run_blocked(void (*fn)(const MatmulTile&), const MatmulTile& all) {
     t.cols = std::min(kColBlock, all.cols - c0);
     t.rows = std::min(kRowBlock, all.rows - r0);
     t.x = all.x + r0 * all.x_stride;
+    if (all.xq) t.xq = all.xq + static_cast<size_t>(r0) * all.xq_stride;
     t.w = all.w + static_cast<size_t>(c0) * all.w_stride;
     t.out = all.out + r0 * all.out_stride + c0;
     fn(t);
@@ -55,6 +57,23 @@ void run_blocked(void (*fn)(const MatmulTile&), const MatmulTile& all) {
     return;
   }
   tbb::parallel_for(int64_t{0}, cb * rb, block);
+}
+
+/**
+ * For the block formats: the activation rows as 8-bit blocks (kernels.hpp), into `buf`; sets
+ * t.xq. Rows are quantized in parallel when there are many.
+ */
+void quantize_activations(int wt, MatmulTile& t, std::unique_ptr<unsigned char[]>& buf) {
+  if (wt != kQ8_0 && wt != kQ4_0) return;
+  t.xq_stride = static_cast<size_t>(t.K / 32 * kXqBlock);
+  buf = std::make_unique_for_overwrite<unsigned char[]>(static_cast<size_t>(t.rows) * t.xq_stride);
+  t.xq = buf.get();
+  const auto q = kernels().quantize_rows;
+  auto rows = [&](int64_t r0, int64_t r1) {
+    q(t.x + r0 * t.x_stride, t.x_stride, r1 - r0, t.K, buf.get() + static_cast<size_t>(r0) * t.xq_stride, t.xq_stride);
+  };
+  if (t.rows * t.K < kSerialMacs) return rows(0, t.rows);
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, t.rows, 8), [&](const auto& r) { rows(r.begin(), r.end()); });
 }
 
 }  // namespace
@@ -77,6 +96,8 @@ void run_matmul(const Node& n) {
   t.K = K;
   t.rows = x.desc.rows();
   t.cols = M;
+  std::unique_ptr<unsigned char[]> xq;
+  quantize_activations(wt, t, xq);
   run_blocked(kernels().matmul[wt], t);
 }
 
@@ -111,6 +132,13 @@ void run_moe_matmul(const Node& n) {
     const float* xr = xp + (per_slot ? p : p / k) * K;
     std::copy(xr, xr + K, xs.get() + i * K);
   }
+  MatmulTile all{};  // every gathered row, for the 8-bit activations of the block formats
+  all.x = xs.get();
+  all.x_stride = K;
+  all.K = K;
+  all.rows = N * k;
+  std::unique_ptr<unsigned char[]> xq;
+  quantize_activations(wt, all, xq);
   const auto* wp = reinterpret_cast<const unsigned char*>(cpu::bytes_of(w));
   const size_t rb = row_bytes(w.desc.dtype, K);
   const auto fn = kernels().matmul[wt];
@@ -128,6 +156,7 @@ void run_moe_matmul(const Node& n) {
     t.K = K;
     t.rows = rows;
     t.cols = M;
+    if (all.xq) t.xq = all.xq + static_cast<size_t>(r0) * all.xq_stride, t.xq_stride = all.xq_stride;
     experts.push_back(t);
   }
   const bool parallel = N * k * M * K >= kSerialMacs;

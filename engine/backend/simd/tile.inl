@@ -1,8 +1,9 @@
 // The matmul tiles and vector helpers, written once over a vector type V and included by each
 // ISA's translation unit (kernels_*.cpp) after it defines V:
 //   T, W (lanes), zero, load, store, splat, add, mul, fma (c + a·b), reduce (fixed order),
-//   f16 / bf16 (W values from bytes), q8 (W int8 times a scale), q4 (W nibbles of a block from
-//   element e0, minus 8, times a scale), half (one f16 scalar).
+//   f16 / bf16 (W values from bytes), half (one f16 scalar); and Q, the 8-bit activation path
+//   (B: 32 int8, I: 8 int32 lanes, F: 8 f32 lanes; load32, nibbles, dot, fma, reduce,
+//   quantize_block).
 // Everything here has internal linkage (the includer wraps it in an anonymous namespace), so no
 // inline function compiled with one ISA's flags can be picked by the linker for another's caller.
 //
@@ -10,8 +11,9 @@
 // one multiply-add per step, then reduces the lanes with V::reduce: the order depends on K alone,
 // never on which rows or columns share a tile, so a row's result is the same in any batch.
 
-// Weight rows by storage type: load(row, k) gives the W values from k (k a multiple of W; a block
-// format's chunk never crosses a 32-value block), at(row, k) one value (tails of unblocked types).
+// Weight rows by storage type. Unblocked: load(row, k) gives the W values from k (k a multiple of
+// W), at(row, k) one value (tails). Block formats: ints(row, b) the 32 integers of block b,
+// scale(row, b) its scale.
 struct RowF32 {
   static T load(const unsigned char* row, int64_t k) { return V::load(reinterpret_cast<const float*>(row) + k); }
   static float at(const unsigned char* row, int64_t k) { return reinterpret_cast<const float*>(row)[k]; }
@@ -30,18 +32,12 @@ struct RowBF16 {
   }
 };
 struct RowQ8 {  // blocks of 34 bytes: f16 scale, 32 int8
-  static T load(const unsigned char* row, int64_t k) {
-    const unsigned char* blk = row + (k / 32) * 34;
-    return V::q8(reinterpret_cast<const signed char*>(blk + 2 + k % 32), V::half(blk));
-  }
-  static float at(const unsigned char*, int64_t) { return 0.0f; }  // K % 32 == 0: never called
+  static Q::B ints(const unsigned char* row, int64_t b) { return Q::load32(row + b * 34 + 2); }
+  static float scale(const unsigned char* row, int64_t b) { return V::half(row + b * 34); }
 };
 struct RowQ4 {  // blocks of 18 bytes: f16 scale, 16 bytes; value j: nibble j % 16 (low first), minus 8
-  static T load(const unsigned char* row, int64_t k) {
-    const unsigned char* blk = row + (k / 32) * 18;
-    return V::q4(blk + 2, static_cast<int>(k % 32), V::half(blk));
-  }
-  static float at(const unsigned char*, int64_t) { return 0.0f; }
+  static Q::B ints(const unsigned char* row, int64_t b) { return Q::nibbles(row + b * 18 + 2); }
+  static float scale(const unsigned char* row, int64_t b) { return V::half(row + b * 18); }
 };
 
 template <class R, int RT, int MT>
@@ -49,45 +45,33 @@ void tile(const MatmulTile& t, int64_t r0, int64_t m0) {
   T acc[RT][MT];
   const float* x[RT];
   const unsigned char* w[MT];
-  _Pragma("GCC unroll 16")
-  for (int r = 0; r < RT; ++r) {
+  _Pragma("GCC unroll 16") for (int r = 0; r < RT; ++r) {
     x[r] = t.x + (r0 + r) * t.x_stride;
-    _Pragma("GCC unroll 16")
-    for (int m = 0; m < MT; ++m) acc[r][m] = V::zero();
+    _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) acc[r][m] = V::zero();
   }
-  _Pragma("GCC unroll 16")
-  for (int m = 0; m < MT; ++m) w[m] = t.w + static_cast<size_t>(m0 + m) * t.w_stride;
+  _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) w[m] = t.w + static_cast<size_t>(m0 + m) * t.w_stride;
   const int64_t K = t.K, Kv = K / W * W;
   for (int64_t k = 0; k < Kv; k += W) {
     T wv[MT];
-    _Pragma("GCC unroll 16")
-    for (int m = 0; m < MT; ++m) wv[m] = R::load(w[m], k);
-    _Pragma("GCC unroll 16")
-    for (int r = 0; r < RT; ++r) {
+    _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) wv[m] = R::load(w[m], k);
+    _Pragma("GCC unroll 16") for (int r = 0; r < RT; ++r) {
       const T xv = V::load(x[r] + k);
-      _Pragma("GCC unroll 16")
-      for (int m = 0; m < MT; ++m) acc[r][m] = V::fma(xv, wv[m], acc[r][m]);
+      _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) acc[r][m] = V::fma(xv, wv[m], acc[r][m]);
     }
   }
   if (Kv < K) {  // the last partial step, zero-padded (unblocked types only)
     float xb[W], wb[W];
-    _Pragma("GCC unroll 16")
-    for (int m = 0; m < MT; ++m) {
-      _Pragma("GCC unroll 16")
-      for (int l = 0; l < W; ++l) wb[l] = Kv + l < K ? R::at(w[m], Kv + l) : 0.0f;
+    _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) {
+      _Pragma("GCC unroll 16") for (int l = 0; l < W; ++l) wb[l] = Kv + l < K ? R::at(w[m], Kv + l) : 0.0f;
       const T wv = V::load(wb);
-      _Pragma("GCC unroll 16")
-      for (int r = 0; r < RT; ++r) {
-        _Pragma("GCC unroll 16")
-        for (int l = 0; l < W; ++l) xb[l] = Kv + l < K ? x[r][Kv + l] : 0.0f;
+      _Pragma("GCC unroll 16") for (int r = 0; r < RT; ++r) {
+        _Pragma("GCC unroll 16") for (int l = 0; l < W; ++l) xb[l] = Kv + l < K ? x[r][Kv + l] : 0.0f;
         acc[r][m] = V::fma(V::load(xb), wv, acc[r][m]);
       }
     }
   }
-  _Pragma("GCC unroll 16")
-  for (int r = 0; r < RT; ++r)
-    _Pragma("GCC unroll 16")
-    for (int m = 0; m < MT; ++m) t.out[(r0 + r) * t.out_stride + m0 + m] = V::reduce(acc[r][m]);
+  _Pragma("GCC unroll 16") for (int r = 0; r < RT; ++r) _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m)
+      t.out[(r0 + r) * t.out_stride + m0 + m] = V::reduce(acc[r][m]);
 }
 
 template <class R, int RT, int MT>
@@ -104,11 +88,75 @@ void matmul(const MatmulTile& t) {
   int64_t r = 0;
   for (; r + kRows <= t.rows; r += kRows) columns<R, kRows, kCols>(t, r);
   switch (t.rows - r) {
-    case 1: return columns<R, 1, kGemvCols>(t, r);
-    case 2: return columns<R, 2, kCols>(t, r);
-    case 3: return columns<R, 3, kCols>(t, r);
-    default: return;
+    case 1:
+      return columns<R, 1, kGemvCols>(t, r);
+    case 2:
+      return columns<R, 2, kCols>(t, r);
+    case 3:
+      return columns<R, 3, kCols>(t, r);
+    default:
+      return;
   }
+}
+
+// Block-format weights against 8-bit activations (t.xq: per 32-value block an f32 scale and 32
+// int8, quantize_rows): per block an exact integer dot product in 8 lanes, then
+// (scale_x · scale_w) · lanes multiply-added into 8 f32 lanes, blocks in K order, lanes folded by
+// Q::reduce. The order depends on K alone, as for the other types.
+template <class R, int RT, int MT>
+void tile_q(const MatmulTile& t, int64_t r0, int64_t m0) {
+  Q::F acc[RT][MT];
+  const unsigned char* xq[RT];
+  const unsigned char* w[MT];
+  _Pragma("GCC unroll 16") for (int r = 0; r < RT; ++r) {
+    xq[r] = t.xq + static_cast<size_t>(r0 + r) * t.xq_stride;
+    _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) acc[r][m] = Q::zero();
+  }
+  _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) w[m] = t.w + static_cast<size_t>(m0 + m) * t.w_stride;
+  for (int64_t b = 0; b < t.K / 32; ++b) {
+    Q::B wv[MT];
+    float dw[MT];
+    _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) wv[m] = R::ints(w[m], b), dw[m] = R::scale(w[m], b);
+    _Pragma("GCC unroll 16") for (int r = 0; r < RT; ++r) {
+      const unsigned char* xb = xq[r] + b * kXqBlock;
+      float dx;
+      __builtin_memcpy(&dx, xb, 4);
+      const Q::B xv = Q::load32(xb + 4);
+      _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) acc[r][m] =
+          Q::fma(Q::dot(xv, wv[m]), dx * dw[m], acc[r][m]);
+    }
+  }
+  _Pragma("GCC unroll 16") for (int r = 0; r < RT; ++r) _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m)
+      t.out[(r0 + r) * t.out_stride + m0 + m] = Q::reduce(acc[r][m]);
+}
+
+template <class R, int RT, int MT>
+void columns_q(const MatmulTile& t, int64_t r0) {
+  int64_t m = 0;
+  for (; m + MT <= t.cols; m += MT) tile_q<R, RT, MT>(t, r0, m);
+  for (; m < t.cols; ++m) tile_q<R, RT, 1>(t, r0, m);
+}
+
+template <class R>
+void matmul_q(const MatmulTile& t) {
+  int64_t r = 0;
+  for (; r + kRows <= t.rows; r += kRows) columns_q<R, kRows, kCols>(t, r);
+  switch (t.rows - r) {
+    case 1:
+      return columns_q<R, 1, kGemvCols>(t, r);
+    case 2:
+      return columns_q<R, 2, kCols>(t, r);
+    case 3:
+      return columns_q<R, 3, kCols>(t, r);
+    default:
+      return;
+  }
+}
+
+void quantize_rows(const float* x, int64_t x_stride, int64_t rows, int64_t K, unsigned char* dst, size_t dst_stride) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < K / 32; ++b)
+      Q::quantize_block(x + r * x_stride + b * 32, dst + static_cast<size_t>(r) * dst_stride + b * kXqBlock);
 }
 
 // Σ a[i]·row[i] and y[i] += c·row[i] over a row of an unblocked type (f32, f16, bf16), widened in
@@ -121,8 +169,8 @@ float dot_row(const float* a, const void* row, int64_t n) {
   for (; i + W <= n; i += W) acc = V::fma(V::load(a + i), R::load(w, i), acc);
   if (i < n) {
     float ab[W], bb[W];
-    _Pragma("GCC unroll 16")
-    for (int l = 0; l < W; ++l) ab[l] = i + l < n ? a[i + l] : 0.0f, bb[l] = i + l < n ? R::at(w, i + l) : 0.0f;
+    _Pragma("GCC unroll 16") for (int l = 0; l < W; ++l) ab[l] = i + l < n ? a[i + l] : 0.0f,
+                                                         bb[l] = i + l < n ? R::at(w, i + l) : 0.0f;
     acc = V::fma(V::load(ab), V::load(bb), acc);
   }
   return V::reduce(acc);
@@ -139,7 +187,8 @@ void axpy_row(float c, const void* row, float* y, int64_t n) {
 
 const Kernels kTable = {
     kIsaName,
-    {&matmul<RowF32>, &matmul<RowF16>, &matmul<RowBF16>, &matmul<RowQ8>, &matmul<RowQ4>},
+    {&matmul<RowF32>, &matmul<RowF16>, &matmul<RowBF16>, &matmul_q<RowQ8>, &matmul_q<RowQ4>},
+    &quantize_rows,
     {&dot_row<RowF32>, &dot_row<RowF16>, &dot_row<RowBF16>},
     {&axpy_row<RowF32>, &axpy_row<RowF16>, &axpy_row<RowBF16>},
 };

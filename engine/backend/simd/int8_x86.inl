@@ -1,0 +1,58 @@
+// The 8-bit activation path of the x86 variants (avx2 and avx512 both run it on 256-bit vectors):
+// a 32-value block of activations (f32 scale, 32 int8) against a weight block (q8_0 or q4_0) as an
+// exact integer dot product in 8 int32 lanes, then scale_x · scale_w · lanes multiply-added into
+// 8 f32 lanes. Signs move to the weight side (|x| unsigned, w · sign(x) signed), so the u8 × s8
+// instructions apply: AVX-512 VNNI's vpdpbusd where compiled in, else AVX2's vpmaddubsw +
+// vpmaddwd (no saturation: |x| ≤ 127 and |w| ≤ 127 keep each pair sum within int16).
+// Included inside the includer's anonymous namespace.
+struct Q {
+  using B = __m256i;  // 32 int8
+  using I = __m256i;  // 8 int32
+  using F = __m256;   // 8 f32
+  static F zero() { return _mm256_setzero_ps(); }
+  static B load32(const unsigned char* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static B nibbles(const unsigned char* qs) {  // 16 bytes -> 32 values: low nibbles, then high, minus 8
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m = _mm_set1_epi8(15);
+    const __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+    return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+  }
+  static I dot(B x, B w) {  // Σ over each 4 consecutive values of x · w
+    const __m256i ax = _mm256_sign_epi8(x, x), sw = _mm256_sign_epi8(w, x);
+#if defined(__AVX512VNNI__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sw);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1));
+#endif
+  }
+  static F fma(I s, float scale, F acc) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(scale), acc); }
+  static float reduce(F v) {
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
+    return _mm_cvtss_f32(q);
+  }
+  /** One 32-value block: scale amax / 127 (f32), values rounded to nearest even. */
+  static void quantize_block(const float* x, unsigned char* dst) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4], mx = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + 8 * i);
+      mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[i]));
+    }
+    const float amax = reduce_max(mx), d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    __builtin_memcpy(dst, &d, 4);
+    const __m256 idv = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], idv));
+    // packs interleave 128-bit lanes; the permute puts the 32 values back in order
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 4),
+                        _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  static float reduce_max(__m256 v) {
+    __m128 q = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_max_ss(q, _mm_shuffle_ps(q, q, 1));
+    return _mm_cvtss_f32(q);
+  }
+};
