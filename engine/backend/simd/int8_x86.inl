@@ -24,14 +24,21 @@ struct Q {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1));
 #endif
   }
-  static F fma(I s, float scale, F acc) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(scale), acc); }
+  static F loadf(const unsigned char* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+  static F half(const unsigned char* p) {  // one f16 in every lane: a 16-bit broadcast, then a widening
+    short h;
+    __builtin_memcpy(&h, p, 2);
+    return _mm256_cvtph_ps(_mm_set1_epi16(h));
+  }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fma(I s, F scale, F acc) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc); }
   static float reduce(F v) {
     __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     q = _mm_add_ps(q, _mm_movehl_ps(q, q));
     q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
     return _mm_cvtss_f32(q);
   }
-  /** One 32-value block: scale amax / 127 (f32), values rounded to nearest even. */
+  /** One 32-value block (kernels.hpp kXqBlock): scale amax / 127, values rounded to nearest even. */
   static void quantize_block(const float* x, unsigned char* dst) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 v[4], mx = _mm256_setzero_ps();
@@ -40,13 +47,13 @@ struct Q {
       mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[i]));
     }
     const float amax = reduce_max(mx), d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    __builtin_memcpy(dst, &d, 4);
+    _mm256_storeu_ps(reinterpret_cast<float*>(dst), _mm256_set1_ps(d));
     const __m256 idv = _mm256_set1_ps(id);
     __m256i q[4];
     for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], idv));
     // packs interleave 128-bit lanes; the permute puts the 32 values back in order
     const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 4),
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32),
                         _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
   }
   static float reduce_max(__m256 v) {

@@ -33,8 +33,9 @@ struct MatmulTile {  // a plain aggregate (no inline constructor to share with f
   size_t xq_stride;
 };
 
-/** Bytes of one 32-value block of 8-bit activations: f32 scale (largest magnitude / 127), 32 int8. */
-constexpr int64_t kXqBlock = 36;
+/** Bytes of one 32-value block of 8-bit activations: its f32 scale (largest magnitude / 127) eight
+    times (a vector the kernels load as is), then 32 int8. */
+constexpr int64_t kXqBlock = 64;
 
 struct Kernels {
   const char* isa;  ///< "portable", "avx2", "avx512"

@@ -1,5 +1,6 @@
 // AVX-512 kernels (F, BW, VL, DQ, VNNI: f32 arithmetic, and VNNI for the 8-bit activation path):
-// 16 lanes, up to 4 rows × 4 weight rows per tile (16 of the 32 vector registers accumulate).
+// 16 lanes, up to 4 rows × 4 weight rows per tile (16 of the 32 vector registers accumulate); a
+// single row (decode) takes 8 weight rows at a time: more independent loads and accumulator chains.
 // Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c.
 #include <immintrin.h>
 
@@ -36,7 +37,7 @@ struct V {
 
 using T = V::T;
 constexpr int W = V::W;
-constexpr int kRows = 4, kCols = 4, kGemvCols = 4;
+constexpr int kRows = 4, kCols = 4, kGemvCols = 8;
 constexpr const char* kIsaName = "avx512";
 
 #include "backend/simd/tile.inl"

@@ -82,8 +82,23 @@ struct Q {
     }
     return s;
   }
-  static F fma(const I& s, float scale, F acc) {
-    for (int l = 0; l < 8; ++l) acc.v[l] += static_cast<float>(s.v[l]) * scale;
+  static F loadf(const unsigned char* p) {
+    F f;
+    __builtin_memcpy(f.v, p, 32);
+    return f;
+  }
+  static F half(const unsigned char* p) {
+    F f;
+    for (float& x : f.v) x = V::half(p);
+    return f;
+  }
+  static F mul(const F& a, const F& b) {
+    F f;
+    for (int l = 0; l < 8; ++l) f.v[l] = a.v[l] * b.v[l];
+    return f;
+  }
+  static F fma(const I& s, const F& scale, F acc) {
+    for (int l = 0; l < 8; ++l) acc.v[l] += static_cast<float>(s.v[l]) * scale.v[l];
     return acc;
   }
   static float reduce(const F& a) {
@@ -94,9 +109,9 @@ struct Q {
     float amax = 0.0f;
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    __builtin_memcpy(dst, &d, 4);
+    for (int l = 0; l < 8; ++l) __builtin_memcpy(dst + 4 * l, &d, 4);
     for (int j = 0; j < 32; ++j)
-      dst[4 + j] = static_cast<unsigned char>(static_cast<int8_t>(std::nearbyint(x[j] * id)));
+      dst[32 + j] = static_cast<unsigned char>(static_cast<int8_t>(std::nearbyint(x[j] * id)));
   }
 };
 

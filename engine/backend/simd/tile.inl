@@ -2,8 +2,8 @@
 // ISA's translation unit (kernels_*.cpp) after it defines V:
 //   T, W (lanes), zero, load, store, splat, add, mul, fma (c + a·b), reduce (fixed order),
 //   f16 / bf16 (W values from bytes), half (one f16 scalar); and Q, the 8-bit activation path
-//   (B: 32 int8, I: 8 int32 lanes, F: 8 f32 lanes; load32, nibbles, dot, fma, reduce,
-//   quantize_block).
+//   (B: 32 int8, I: 8 int32 lanes, F: 8 f32 lanes; load32, loadf, half (an f16 scale in every
+//   lane), nibbles, dot, mul, fma, reduce, quantize_block).
 // Everything here has internal linkage (the includer wraps it in an anonymous namespace), so no
 // inline function compiled with one ISA's flags can be picked by the linker for another's caller.
 //
@@ -13,7 +13,7 @@
 
 // Weight rows by storage type. Unblocked: load(row, k) gives the W values from k (k a multiple of
 // W), at(row, k) one value (tails). Block formats: ints(row, b) the 32 integers of block b,
-// scale(row, b) its scale.
+// scale_at(row, b) where its f16 scale lies.
 struct RowF32 {
   static T load(const unsigned char* row, int64_t k) { return V::load(reinterpret_cast<const float*>(row) + k); }
   static float at(const unsigned char* row, int64_t k) { return reinterpret_cast<const float*>(row)[k]; }
@@ -33,11 +33,11 @@ struct RowBF16 {
 };
 struct RowQ8 {  // blocks of 34 bytes: f16 scale, 32 int8
   static Q::B ints(const unsigned char* row, int64_t b) { return Q::load32(row + b * 34 + 2); }
-  static float scale(const unsigned char* row, int64_t b) { return V::half(row + b * 34); }
+  static const unsigned char* scale_at(const unsigned char* row, int64_t b) { return row + b * 34; }
 };
 struct RowQ4 {  // blocks of 18 bytes: f16 scale, 16 bytes; value j: nibble j % 16 (low first), minus 8
   static Q::B ints(const unsigned char* row, int64_t b) { return Q::nibbles(row + b * 18 + 2); }
-  static float scale(const unsigned char* row, int64_t b) { return V::half(row + b * 18); }
+  static const unsigned char* scale_at(const unsigned char* row, int64_t b) { return row + b * 18; }
 };
 
 template <class R, int RT, int MT>
@@ -45,33 +45,41 @@ void tile(const MatmulTile& t, int64_t r0, int64_t m0) {
   T acc[RT][MT];
   const float* x[RT];
   const unsigned char* w[MT];
-  _Pragma("GCC unroll 16") for (int r = 0; r < RT; ++r) {
+#pragma GCC unroll 16
+  for (int r = 0; r < RT; ++r) {
     x[r] = t.x + (r0 + r) * t.x_stride;
-    _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) acc[r][m] = V::zero();
+#pragma GCC unroll 16
+    for (int m = 0; m < MT; ++m) acc[r][m] = V::zero();
   }
-  _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) w[m] = t.w + static_cast<size_t>(m0 + m) * t.w_stride;
+#pragma GCC unroll 16
+  for (int m = 0; m < MT; ++m) w[m] = t.w + static_cast<size_t>(m0 + m) * t.w_stride;
   const int64_t K = t.K, Kv = K / W * W;
   for (int64_t k = 0; k < Kv; k += W) {
     T wv[MT];
-    _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) wv[m] = R::load(w[m], k);
-    _Pragma("GCC unroll 16") for (int r = 0; r < RT; ++r) {
+#pragma GCC unroll 16
+    for (int m = 0; m < MT; ++m) wv[m] = R::load(w[m], k);
+#pragma GCC unroll 16
+    for (int r = 0; r < RT; ++r) {
       const T xv = V::load(x[r] + k);
-      _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) acc[r][m] = V::fma(xv, wv[m], acc[r][m]);
+#pragma GCC unroll 16
+      for (int m = 0; m < MT; ++m) acc[r][m] = V::fma(xv, wv[m], acc[r][m]);
     }
   }
-  if (Kv < K) {  // the last partial step, zero-padded (unblocked types only)
+  if (Kv < K) {  // the last partial step, zero-padded
     float xb[W], wb[W];
-    _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) {
-      _Pragma("GCC unroll 16") for (int l = 0; l < W; ++l) wb[l] = Kv + l < K ? R::at(w[m], Kv + l) : 0.0f;
+    for (int m = 0; m < MT; ++m) {
+      for (int l = 0; l < W; ++l) wb[l] = Kv + l < K ? R::at(w[m], Kv + l) : 0.0f;
       const T wv = V::load(wb);
-      _Pragma("GCC unroll 16") for (int r = 0; r < RT; ++r) {
-        _Pragma("GCC unroll 16") for (int l = 0; l < W; ++l) xb[l] = Kv + l < K ? x[r][Kv + l] : 0.0f;
+      for (int r = 0; r < RT; ++r) {
+        for (int l = 0; l < W; ++l) xb[l] = Kv + l < K ? x[r][Kv + l] : 0.0f;
         acc[r][m] = V::fma(V::load(xb), wv, acc[r][m]);
       }
     }
   }
-  _Pragma("GCC unroll 16") for (int r = 0; r < RT; ++r) _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m)
-      t.out[(r0 + r) * t.out_stride + m0 + m] = V::reduce(acc[r][m]);
+#pragma GCC unroll 16
+  for (int r = 0; r < RT; ++r)
+#pragma GCC unroll 16
+    for (int m = 0; m < MT; ++m) t.out[(r0 + r) * t.out_stride + m0 + m] = V::reduce(acc[r][m]);
 }
 
 template <class R, int RT, int MT>
@@ -88,18 +96,14 @@ void matmul(const MatmulTile& t) {
   int64_t r = 0;
   for (; r + kRows <= t.rows; r += kRows) columns<R, kRows, kCols>(t, r);
   switch (t.rows - r) {
-    case 1:
-      return columns<R, 1, kGemvCols>(t, r);
-    case 2:
-      return columns<R, 2, kCols>(t, r);
-    case 3:
-      return columns<R, 3, kCols>(t, r);
-    default:
-      return;
+    case 1: return columns<R, 1, kGemvCols>(t, r);
+    case 2: return columns<R, 2, kCols>(t, r);
+    case 3: return columns<R, 3, kCols>(t, r);
+    default: return;
   }
 }
 
-// Block-format weights against 8-bit activations (t.xq: per 32-value block an f32 scale and 32
+// Block-format weights against 8-bit activations (t.xq: per 32-value block its f32 scale and 32
 // int8, quantize_rows): per block an exact integer dot product in 8 lanes, then
 // (scale_x · scale_w) · lanes multiply-added into 8 f32 lanes, blocks in K order, lanes folded by
 // Q::reduce. The order depends on K alone, as for the other types.
@@ -108,26 +112,32 @@ void tile_q(const MatmulTile& t, int64_t r0, int64_t m0) {
   Q::F acc[RT][MT];
   const unsigned char* xq[RT];
   const unsigned char* w[MT];
-  _Pragma("GCC unroll 16") for (int r = 0; r < RT; ++r) {
+#pragma GCC unroll 16
+  for (int r = 0; r < RT; ++r) {
     xq[r] = t.xq + static_cast<size_t>(r0 + r) * t.xq_stride;
-    _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) acc[r][m] = Q::zero();
+#pragma GCC unroll 16
+    for (int m = 0; m < MT; ++m) acc[r][m] = Q::zero();
   }
-  _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) w[m] = t.w + static_cast<size_t>(m0 + m) * t.w_stride;
+#pragma GCC unroll 16
+  for (int m = 0; m < MT; ++m) w[m] = t.w + static_cast<size_t>(m0 + m) * t.w_stride;
   for (int64_t b = 0; b < t.K / 32; ++b) {
     Q::B wv[MT];
-    float dw[MT];
-    _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) wv[m] = R::ints(w[m], b), dw[m] = R::scale(w[m], b);
-    _Pragma("GCC unroll 16") for (int r = 0; r < RT; ++r) {
+    Q::F dw[MT];
+#pragma GCC unroll 16
+    for (int m = 0; m < MT; ++m) wv[m] = R::ints(w[m], b), dw[m] = Q::half(R::scale_at(w[m], b));
+#pragma GCC unroll 16
+    for (int r = 0; r < RT; ++r) {
       const unsigned char* xb = xq[r] + b * kXqBlock;
-      float dx;
-      __builtin_memcpy(&dx, xb, 4);
-      const Q::B xv = Q::load32(xb + 4);
-      _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m) acc[r][m] =
-          Q::fma(Q::dot(xv, wv[m]), dx * dw[m], acc[r][m]);
+      const Q::F dx = Q::loadf(xb);
+      const Q::B xv = Q::load32(xb + 32);
+#pragma GCC unroll 16
+      for (int m = 0; m < MT; ++m) acc[r][m] = Q::fma(Q::dot(xv, wv[m]), Q::mul(dx, dw[m]), acc[r][m]);
     }
   }
-  _Pragma("GCC unroll 16") for (int r = 0; r < RT; ++r) _Pragma("GCC unroll 16") for (int m = 0; m < MT; ++m)
-      t.out[(r0 + r) * t.out_stride + m0 + m] = Q::reduce(acc[r][m]);
+#pragma GCC unroll 16
+  for (int r = 0; r < RT; ++r)
+#pragma GCC unroll 16
+    for (int m = 0; m < MT; ++m) t.out[(r0 + r) * t.out_stride + m0 + m] = Q::reduce(acc[r][m]);
 }
 
 template <class R, int RT, int MT>
@@ -142,14 +152,10 @@ void matmul_q(const MatmulTile& t) {
   int64_t r = 0;
   for (; r + kRows <= t.rows; r += kRows) columns_q<R, kRows, kCols>(t, r);
   switch (t.rows - r) {
-    case 1:
-      return columns_q<R, 1, kGemvCols>(t, r);
-    case 2:
-      return columns_q<R, 2, kCols>(t, r);
-    case 3:
-      return columns_q<R, 3, kCols>(t, r);
-    default:
-      return;
+    case 1: return columns_q<R, 1, kGemvCols>(t, r);
+    case 2: return columns_q<R, 2, kCols>(t, r);
+    case 3: return columns_q<R, 3, kCols>(t, r);
+    default: return;
   }
 }
 
@@ -169,8 +175,10 @@ float dot_row(const float* a, const void* row, int64_t n) {
   for (; i + W <= n; i += W) acc = V::fma(V::load(a + i), R::load(w, i), acc);
   if (i < n) {
     float ab[W], bb[W];
-    _Pragma("GCC unroll 16") for (int l = 0; l < W; ++l) ab[l] = i + l < n ? a[i + l] : 0.0f,
-                                                         bb[l] = i + l < n ? R::at(w, i + l) : 0.0f;
+    for (int l = 0; l < W; ++l) {
+      ab[l] = i + l < n ? a[i + l] : 0.0f;
+      bb[l] = i + l < n ? R::at(w, i + l) : 0.0f;
+    }
     acc = V::fma(V::load(ab), V::load(bb), acc);
   }
   return V::reduce(acc);
