@@ -344,6 +344,8 @@ std::vector<Case> cases_attention() {
       // Query-head groups wider than a native CPU task's 16 query rows, and ones that do not divide it.
       {"GQA 32:1, window 20", {{1, 45}, {7, 30}}, 32, 1, 32, 32, 16, 20, 0, 0},
       {"GQA 9:3, window 10", {{1, 33}, {12, 25}}, 9, 3, 24, 24, 8, 10, 0, 0},
+      // Keys across the native CPU backend's 128-key chunks, with a window starting mid-chunk.
+      {"kv 300, window 200", {{1, 300}, {5, 260}}, 4, 2, 64, 64, 16, 200, 0, 0},
   };
   if (heavy()) as.push_back({"head dim 132, kv 1500", {{1, 1500}, {7, 700}}, 4, 2, 132, 132, 16, 0, 0, 0});
   if (heavy()) as.push_back({"prefill 130 + decode kv2000", {{130, 700}, {1, 2000}}, 8, 2, 128, 128, 32, 0, 0, 0});

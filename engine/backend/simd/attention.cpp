@@ -2,8 +2,10 @@
 // cache format). A task is a block of one sequence's consecutive queries and one KV head: each key
 // and value row is read once for every query head of the block that attends to it.
 // Each query's arithmetic (its logits, softmax and weighted sum, keys in position order) is the
-// same whichever block holds it, so results do not depend on the batch. f32 / f16 / bf16 rows are
-// read in place and widened in registers; the quantized KV formats are widened row by row first.
+// same whichever block holds it, so results do not depend on the batch. Keys go to the kernels in
+// chunks (several dot products in flight, the value sum's accumulator kept in registers across
+// keys); f32 / f16 / bf16 rows are read in place and widened in registers, the quantized KV
+// formats widened row by row first.
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
@@ -18,24 +20,30 @@ namespace {
 
 constexpr int64_t kQueryHeadsPerTask = 16;  // queries × query heads of one KV head per task
 
-/** A cache row as the dot / axpy kernels read it: in place (f32, f16, bf16) or widened into
-    `tmp` (the quantized KV formats). */
-struct Row {
-  const void* p;
-  int kind;  // kF32, kF16 or kBF16
-};
-Row cache_row(DType t, const std::byte* row, int64_t d, float* tmp) {
-  switch (t) {
-    case DType::f32:
-      return {row, kF32};
-    case DType::f16:
-      return {row, kF16};
-    case DType::bf16:
-      return {row, kBF16};
-    default:
-      cpu::row_to_f32(t, row, d, tmp);
-      return {tmp, kF32};
+constexpr int64_t kKeyChunk = 128;  // key rows gathered per kernel call
+
+/**
+ * Pointers to the cache rows of keys [j0, j1] of a sequence's KV head, as the dot / axpy kernels
+ * read them: in place (f32, f16, bf16) or widened into `wide` (the quantized KV formats).
+ * Returns the kernel index (kF32, kF16, kBF16).
+ */
+template <class CellOf>
+int gather_rows(DType t, const std::byte* cache, size_t row_bytes, int64_t hkv, int64_t head, int64_t d, int64_t j0,
+                int64_t j1, const CellOf& cell_of, const void** rows, std::vector<float>& wide) {
+  const int kind = t == DType::f16 ? kF16 : t == DType::bf16 ? kBF16 : kF32;
+  const bool widen = t != DType::f32 && t != DType::f16 && t != DType::bf16;
+  if (widen) wide.resize(static_cast<size_t>((j1 - j0 + 1) * d));
+  for (int64_t j = j0; j <= j1; ++j) {
+    const std::byte* row = cache + static_cast<size_t>(cell_of(j) * hkv + head) * row_bytes;
+    if (!widen) {
+      rows[j - j0] = row;
+      continue;
+    }
+    float* w = wide.data() + (j - j0) * d;
+    cpu::row_to_f32(t, row, d, w);
+    rows[j - j0] = w;
   }
+  return kind;
 }
 
 struct Task {
@@ -72,23 +80,30 @@ void run_attention(const Node& n) {
     const int64_t nkeys = hi - lo + 1, rows = nq * group;
     // rows: query i of the block, head g of the group -> row i * group + g
     std::vector<float> logits(static_cast<size_t>(rows * nkeys)), acc(static_cast<size_t>(rows * a.Dv), 0.0f),
-        mx(static_cast<size_t>(rows), -INFINITY), sum(static_cast<size_t>(rows), 0.0f),
-        tmp(static_cast<size_t>(std::max(a.Dk, a.Dv)));
+        mx(static_cast<size_t>(rows), -INFINITY), sum(static_cast<size_t>(rows), 0.0f), wide;
+    const void* chunk[kKeyChunk];
     auto cell_of = [&](int64_t j) { return static_cast<int64_t>(blocks[j / a.BS]) * a.BS + j % a.BS; };
-    for (int64_t j = lo; j <= hi; ++j) {
-      const Row kr = cache_row(kt, kp + static_cast<size_t>(cell_of(j) * a.Hkv + task.head) * krow, a.Dk, tmp.data());
+    // Keys in chunks; query i reads keys [lo_of(pos), pos] of each chunk, in key order.
+    auto for_queries = [&](int64_t c0, int64_t c1, const auto& body) {
       for (int64_t i = 0; i < nq; ++i) {
-        const int64_t pos = first + task.q0 + i;
-        if (j > pos || j < lo_of(pos)) continue;
-        const int64_t t = sq.q_start + task.q0 + i;
-        for (int64_t g = 0; g < group; ++g) {
-          const int64_t r = i * group + g;
-          float l = k.dot[kr.kind](qp + (t * a.Hq + task.head * group + g) * a.Dk, kr.p, a.Dk) * a.scale;
-          if (a.cap > 0.0f) l = a.cap * std::tanh(l / a.cap);
-          logits[static_cast<size_t>(r * nkeys + j - lo)] = l;
-          mx[static_cast<size_t>(r)] = std::max(mx[static_cast<size_t>(r)], l);
-        }
+        const int64_t pos = first + task.q0 + i, j0 = std::max(c0, lo_of(pos)), j1 = std::min(c1, pos);
+        if (j0 <= j1)
+          for (int64_t g = 0; g < group; ++g) body(i, i * group + g, j0, j1);
       }
+    };
+    for (int64_t c0 = lo; c0 <= hi; c0 += kKeyChunk) {
+      const int64_t c1 = std::min(hi, c0 + kKeyChunk - 1);
+      const int kind = gather_rows(kt, kp, krow, a.Hkv, task.head, a.Dk, c0, c1, cell_of, chunk, wide);
+      for_queries(c0, c1, [&](int64_t i, int64_t r, int64_t j0, int64_t j1) {
+        const float* qr = qp + ((sq.q_start + task.q0 + i) * a.Hq + task.head * group + r % group) * a.Dk;
+        float* l = logits.data() + r * nkeys + (j0 - lo);  // logits of keys j0..j1
+        k.dot[kind](qr, chunk + (j0 - c0), j1 - j0 + 1, a.Dk, l);
+        for (int64_t j = 0; j <= j1 - j0; ++j) {
+          l[j] *= a.scale;
+          if (a.cap > 0.0f) l[j] = a.cap * std::tanh(l[j] / a.cap);
+          mx[static_cast<size_t>(r)] = std::max(mx[static_cast<size_t>(r)], l[j]);
+        }
+      });
     }
     for (int64_t i = 0; i < nq; ++i) {
       const int64_t pos = first + task.q0 + i;
@@ -101,16 +116,13 @@ void run_attention(const Node& n) {
         }
       }
     }
-    for (int64_t j = lo; j <= hi; ++j) {
-      const Row vr = cache_row(vt, vp + static_cast<size_t>(cell_of(j) * a.Hkv + task.head) * vrow, a.Dv, tmp.data());
-      for (int64_t i = 0; i < nq; ++i) {
-        const int64_t pos = first + task.q0 + i;
-        if (j > pos || j < lo_of(pos)) continue;
-        for (int64_t g = 0; g < group; ++g) {
-          const int64_t r = i * group + g;
-          k.axpy[vr.kind](logits[static_cast<size_t>(r * nkeys + j - lo)], vr.p, acc.data() + r * a.Dv, a.Dv);
-        }
-      }
+    for (int64_t c0 = lo; c0 <= hi; c0 += kKeyChunk) {
+      const int64_t c1 = std::min(hi, c0 + kKeyChunk - 1);
+      const int kind = gather_rows(vt, vp, vrow, a.Hkv, task.head, a.Dv, c0, c1, cell_of, chunk, wide);
+      for_queries(c0, c1, [&](int64_t, int64_t r, int64_t j0, int64_t j1) {
+        k.axpy[kind](logits.data() + r * nkeys + (j0 - lo), chunk + (j0 - c0), j1 - j0 + 1, acc.data() + r * a.Dv,
+                     a.Dv);
+      });
     }
     for (int64_t i = 0; i < nq; ++i) {
       const int64_t t = sq.q_start + task.q0 + i;

@@ -44,11 +44,11 @@ struct Kernels {
       value rounded to nearest even against its block's scale. */
   void (*quantize_rows)(const float* x, int64_t x_stride, int64_t rows, int64_t K, unsigned char* dst,
                         size_t dst_stride);
-  /** Σ a[i]·row[i] for a row of n f32, f16 or bf16 values (index kF32, kF16, kBF16), in an order
-      that depends only on n. */
-  float (*dot[3])(const float* a, const void* row, int64_t n);
-  /** y[i] += c · row[i] for a row of n f32, f16 or bf16 values. */
-  void (*axpy[3])(float c, const void* row, float* y, int64_t n);
+  /** out[j] = Σ_i a[i]·rows[j][i] for `count` rows of n f32, f16 or bf16 values (index kF32, kF16,
+      kBF16), each in an order that depends only on n. */
+  void (*dot[3])(const float* a, const void* const* rows, int64_t count, int64_t n, float* out);
+  /** y[i] += c[j] · rows[j][i] for j = 0, 1, ... count - 1 in that order. */
+  void (*axpy[3])(const float* c, const void* const* rows, int64_t count, float* y, int64_t n);
 };
 
 const Kernels& kernels_portable();

@@ -165,8 +165,8 @@ void quantize_rows(const float* x, int64_t x_stride, int64_t rows, int64_t K, un
       Q::quantize_block(x + r * x_stride + b * 32, dst + static_cast<size_t>(r) * dst_stride + b * kXqBlock);
 }
 
-// Σ a[i]·row[i] and y[i] += c·row[i] over a row of an unblocked type (f32, f16, bf16), widened in
-// registers: attention reads its cache rows this way.
+// Σ a[i]·row[i] over a row of an unblocked type (f32, f16, bf16), widened in registers: attention
+// reads its cache rows this way (dot_rows, axpy_rows below).
 template <class R>
 float dot_row(const float* a, const void* row, int64_t n) {
   const auto* w = static_cast<const unsigned char*>(row);
@@ -184,19 +184,55 @@ float dot_row(const float* a, const void* row, int64_t n) {
   return V::reduce(acc);
 }
 
+// dot_row over `count` rows, four at a time (independent accumulator chains); each result is
+// bit for bit dot_row's.
 template <class R>
-void axpy_row(float c, const void* row, float* y, int64_t n) {
-  const auto* w = static_cast<const unsigned char*>(row);
-  const T cv = V::splat(c);
+void dot_rows(const float* a, const void* const* rows, int64_t count, int64_t n, float* out) {
+  int64_t j = 0;
+  for (; j + 4 <= count; j += 4) {
+    const unsigned char* w[4];
+    T acc[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) w[q] = static_cast<const unsigned char*>(rows[j + q]), acc[q] = V::zero();
+    int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      const T av = V::load(a + i);
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) acc[q] = V::fma(av, R::load(w[q], i), acc[q]);
+    }
+    if (i < n) {
+      float ab[W], bb[W];
+      for (int l = 0; l < W; ++l) ab[l] = i + l < n ? a[i + l] : 0.0f;
+      for (int q = 0; q < 4; ++q) {
+        for (int l = 0; l < W; ++l) bb[l] = i + l < n ? R::at(w[q], i + l) : 0.0f;
+        acc[q] = V::fma(V::load(ab), V::load(bb), acc[q]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) out[j + q] = V::reduce(acc[q]);
+  }
+  for (; j < count; ++j) out[j] = dot_row<R>(a, rows[j], n);
+}
+
+// y += c[0]·row[0], then c[1]·row[1], ...: per element the multiply-adds in row order, y loaded
+// and stored once per step for all rows.
+template <class R>
+void axpy_rows(const float* c, const void* const* rows, int64_t count, float* y, int64_t n) {
   int64_t i = 0;
-  for (; i + W <= n; i += W) V::store(y + i, V::fma(cv, R::load(w, i), V::load(y + i)));
-  for (; i < n; ++i) y[i] += c * R::at(w, i);
+  for (; i + W <= n; i += W) {
+    T yv = V::load(y + i);
+    for (int64_t j = 0; j < count; ++j)
+      yv = V::fma(V::splat(c[j]), R::load(static_cast<const unsigned char*>(rows[j]), i), yv);
+    V::store(y + i, yv);
+  }
+  for (; i < n; ++i)
+    for (int64_t j = 0; j < count; ++j) y[i] += c[j] * R::at(static_cast<const unsigned char*>(rows[j]), i);
 }
 
 const Kernels kTable = {
     kIsaName,
     {&matmul<RowF32>, &matmul<RowF16>, &matmul<RowBF16>, &matmul_q<RowQ8>, &matmul_q<RowQ4>},
     &quantize_rows,
-    {&dot_row<RowF32>, &dot_row<RowF16>, &dot_row<RowBF16>},
-    {&axpy_row<RowF32>, &axpy_row<RowF16>, &axpy_row<RowBF16>},
+    {&dot_rows<RowF32>, &dot_rows<RowF16>, &dot_rows<RowBF16>},
+    {&axpy_rows<RowF32>, &axpy_rows<RowF16>, &axpy_rows<RowBF16>},
 };
