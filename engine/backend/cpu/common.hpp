@@ -76,4 +76,11 @@ struct AttentionShape {
 };
 AttentionShape check_attention(const Node& n);  // attention.cpp
 
+/** A GATED_DELTA node's shapes, checked (mode known, sequences and state slots valid). */
+struct DeltaShape {
+  int64_t N, Hk, Dk, Hv, Dv;
+  std::vector<Seq> seqs;
+};
+DeltaShape check_gated_delta(const Node& n);  // delta_net.cpp
+
 }  // namespace kiln::backend::cpu

@@ -124,20 +124,28 @@ void chunked(const Head& h, int64_t T, int64_t C, int64_t p0) {
 
 }  // namespace
 
-void run_gated_delta(const Node& n) {
+DeltaShape check_gated_delta(const Node& n) {
   const TensorDesc &q = n.src[0].desc, &k = n.src[1].desc, &v = n.src[2].desc, &g = n.src[3].desc, &b = n.src[4].desc,
                    &st = n.src[5].desc;
   for (uint32_t i = 0; i < 6; ++i)
     if (n.src[i].desc.dtype != DType::f32) fail(n, "q, k, v, g, beta and state must be f32");
   if (q.ndim != 3 || !k.same_shape(q) || v.ndim != 3 || st.ndim != 4)
     fail(n, "expected q, k [N, Hk, Dk], v [N, Hv, Dv], state [slots, Hv, Dk, Dv]");
-  const int64_t N = q.ne[0], Hk = q.ne[1], Dk = q.ne[2], Hv = v.ne[1], Dv = v.ne[2];
-  if (v.ne[0] != N || Hk == 0 || Hv % Hk || g.numel() != N * Hv || b.numel() != N * Hv || st.ne[1] != Hv ||
-      st.ne[2] != Dk || st.ne[3] != Dv || n.dst.desc.numel() != N * Hv * Dv)
+  DeltaShape d;
+  d.N = q.ne[0], d.Hk = q.ne[1], d.Dk = q.ne[2], d.Hv = v.ne[1], d.Dv = v.ne[2];
+  if (v.ne[0] != d.N || d.Hk == 0 || d.Hv % d.Hk || g.numel() != d.N * d.Hv || b.numel() != d.N * d.Hv ||
+      st.ne[1] != d.Hv || st.ne[2] != d.Dk || st.ne[3] != d.Dv || n.dst.desc.numel() != d.N * d.Hv * d.Dv)
     fail(n, "shapes do not agree (Hv must be a multiple of Hk)");
-  const auto seqs = read_seqs(n, n.src[6], N, st.ne[0]);
+  d.seqs = read_seqs(n, n.src[6], d.N, st.ne[0]);
+  if (n.params.mode < KILN_DELTA_AUTO || n.params.mode > KILN_DELTA_CHUNKED) fail(n, "unknown GATED_DELTA mode");
+  return d;
+}
+
+void run_gated_delta(const Node& n) {
+  const DeltaShape d = check_gated_delta(n);
+  const int64_t N = d.N, Hk = d.Hk, Dk = d.Dk, Hv = d.Hv, Dv = d.Dv;
+  const auto& seqs = d.seqs;
   const int mode = n.params.mode;
-  if (mode < KILN_DELTA_AUTO || mode > KILN_DELTA_CHUNKED) fail(n, "unknown GATED_DELTA mode");
   const int64_t C = n.params.chunk > 0 ? n.params.chunk : 64;
   const float *qp = f32_of(n.src[0]), *kp = f32_of(n.src[1]), *vp = f32_of(n.src[2]), *gp = f32_of(n.src[3]),
               *bp = f32_of(n.src[4]);

@@ -49,6 +49,10 @@ struct Kernels {
   void (*dot[3])(const float* a, const void* const* rows, int64_t count, int64_t n, float* out);
   /** y[i] += c[j] · rows[j][i] for j = 0, 1, ... count - 1 in that order. */
   void (*axpy[3])(const float* c, const void* const* rows, int64_t count, float* y, int64_t n);
+  /** One token of the gated delta rule on a head's state S [Dk, Dv] (alpha = e^g): S <- alpha S;
+      u = beta (v - Sᵀk); S <- S + k uᵀ; o = Sᵀq. u: scratch of Dv floats. */
+  void (*delta_step)(float* S, int64_t Dk, int64_t Dv, float alpha, float beta, const float* k, const float* v,
+                     const float* q, float* u, float* o);
 };
 
 const Kernels& kernels_portable();

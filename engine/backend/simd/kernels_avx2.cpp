@@ -15,6 +15,7 @@ struct V {
   static T load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
   static T splat(float a) { return _mm256_set1_ps(a); }
+  static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
   static T fma(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
   static float reduce(T v) {  // halves folded in a fixed order
     __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

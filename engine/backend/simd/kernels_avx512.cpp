@@ -16,6 +16,7 @@ struct V {
   static T load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
   static T splat(float a) { return _mm512_set1_ps(a); }
+  static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
   static T fma(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
   static float reduce(T v) {  // halves folded in a fixed order
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));

@@ -29,6 +29,11 @@ struct V {
     for (float& x : t.v) x = a;
     return t;
   }
+  static T mul(const T& a, const T& b) {
+    T t;
+    for (int l = 0; l < 8; ++l) t.v[l] = a.v[l] * b.v[l];
+    return t;
+  }
   static T fma(const T& a, const T& b, T c) {
     for (int l = 0; l < 8; ++l) c.v[l] += a.v[l] * b.v[l];
     return c;
@@ -110,8 +115,11 @@ struct Q {
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     for (int l = 0; l < 8; ++l) __builtin_memcpy(dst + 4 * l, &d, 4);
-    for (int j = 0; j < 32; ++j)
-      dst[32 + j] = static_cast<unsigned char>(static_cast<int8_t>(std::nearbyint(x[j] * id)));
+    for (int j = 0; j < 32; ++j) {  // clamped, NaN to 0: an out-of-range float-to-int conversion is undefined
+      const float v = std::nearbyint(x[j] * id);
+      const int q = v > 127.0f ? 127 : v < -127.0f ? -127 : v == v ? static_cast<int>(v) : 0;
+      dst[32 + j] = static_cast<unsigned char>(static_cast<int8_t>(q));
+    }
   }
 };
 

@@ -29,6 +29,8 @@ void run_node(const Node& n) {
       return run_moe_matmul(n);
     case KILN_OP_ATTENTION:
       return run_attention(n);
+    case KILN_OP_GATED_DELTA:
+      return run_gated_delta(n);
     default:
       return cpu::run_node(n);
   }

@@ -229,10 +229,43 @@ void axpy_rows(const float* c, const void* const* rows, int64_t count, float* y,
     for (int64_t j = 0; j < count; ++j) y[i] += c[j] * R::at(static_cast<const unsigned char*>(rows[j]), i);
 }
 
+// One token of the gated delta rule on a head's state S [Dk, Dv] (cpu/delta_net.cpp has the
+// math): S <- alpha S and u = Sᵀk in one pass over S; u <- beta (v - u); then S <- S + k uᵀ and
+// o = Sᵀq in a second pass. `u` is scratch of Dv floats.
+void delta_step(float* S, int64_t Dk, int64_t Dv, float alpha, float beta, const float* k, const float* v,
+                const float* q, float* u, float* o) {
+  const T av = V::splat(alpha);
+  for (int64_t b = 0; b < Dv; ++b) u[b] = 0.0f, o[b] = 0.0f;
+  for (int64_t a = 0; a < Dk; ++a) {
+    float* row = S + a * Dv;
+    const T ka = V::splat(k[a]);
+    int64_t b = 0;
+    for (; b + W <= Dv; b += W) {
+      const T s = V::mul(av, V::load(row + b));
+      V::store(row + b, s);
+      V::store(u + b, V::fma(ka, s, V::load(u + b)));
+    }
+    for (; b < Dv; ++b) row[b] *= alpha, u[b] += k[a] * row[b];
+  }
+  for (int64_t b = 0; b < Dv; ++b) u[b] = beta * (v[b] - u[b]);
+  for (int64_t a = 0; a < Dk; ++a) {
+    float* row = S + a * Dv;
+    const T ka = V::splat(k[a]), qa = V::splat(q[a]);
+    int64_t b = 0;
+    for (; b + W <= Dv; b += W) {
+      const T s = V::fma(ka, V::load(u + b), V::load(row + b));
+      V::store(row + b, s);
+      V::store(o + b, V::fma(qa, s, V::load(o + b)));
+    }
+    for (; b < Dv; ++b) row[b] += k[a] * u[b], o[b] += q[a] * row[b];
+  }
+}
+
 const Kernels kTable = {
     kIsaName,
     {&matmul<RowF32>, &matmul<RowF16>, &matmul<RowBF16>, &matmul_q<RowQ8>, &matmul_q<RowQ4>},
     &quantize_rows,
     {&dot_rows<RowF32>, &dot_rows<RowF16>, &dot_rows<RowBF16>},
     {&axpy_rows<RowF32>, &axpy_rows<RowF16>, &axpy_rows<RowBF16>},
+    &delta_step,
 };
