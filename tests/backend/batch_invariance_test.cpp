@@ -207,7 +207,7 @@ TEST_P(BatchInvariance, GatedDelta) {
     beta.push_back(random(n * Hv, seed + 5, 0, 1));
   }
   const auto state0 = random(static_cast<size_t>(lens.size() * Hv * Dk * Dv), 77);
-  int mode = KILN_DELTA_AUTO;  // chunked for the prefills, recurrent for the decode
+  int mode = KILN_DELTA_AUTO;  // the device's choice (reference: chunked prefills, recurrent decode)
   auto run = [&](Device& d, const std::vector<size_t>& order) {
     OpGraph g;
     std::vector<float> qs, ks, vs, gs, bs;

@@ -128,6 +128,12 @@ uint32_t OpGraph::weight(DType t, std::initializer_list<int64_t> shape, float sd
   return external(graph::TensorKind::weight, "w", d, std::move(bytes));
 }
 
+uint32_t OpGraph::weight_bytes(DType t, std::initializer_list<int64_t> shape, std::vector<std::byte> bytes) {
+  const TensorDesc d = desc_of(t, shape);
+  if (bytes.size() != d.bytes()) throw std::invalid_argument("weight_bytes: wrong byte count");
+  return external(graph::TensorKind::weight, "w", d, std::move(bytes));
+}
+
 uint32_t OpGraph::weight_values(DType t, std::initializer_list<int64_t> shape, const std::vector<float>& values) {
   const TensorDesc d = desc_of(t, shape);
   if (static_cast<int64_t>(values.size()) != d.numel() || is_quantized(t))

@@ -43,6 +43,8 @@ class OpGraph {
   uint32_t i32(std::initializer_list<int64_t> shape, const std::vector<int32_t>& values);
   /** Random weight N(0, sd²)-ish (uniform, same variance) stored as `t` (quantized as GGUF does). */
   uint32_t weight(DType t, std::initializer_list<int64_t> shape, float sd = 0.5f);
+  /** A weight given as its stored bytes (any dtype; bytes.size() must match). */
+  uint32_t weight_bytes(DType t, std::initializer_list<int64_t> shape, std::vector<std::byte> bytes);
   /** A weight with the given values, rounded to `t` (f32, f16 or bf16). */
   uint32_t weight_values(DType t, std::initializer_list<int64_t> shape, const std::vector<float>& values);
   /** A writable cache/state tensor with random (or zero) initial contents. */

@@ -12,11 +12,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <numeric>
 #include <ostream>
 
 #include "backend/ops.hpp"
+#include "core/half.hpp"
 #include "op_harness.hpp"
 
 #ifndef KILN_BACKEND_OPS_HEAVY
@@ -177,6 +179,19 @@ std::vector<Case> cases_matmul() {
                      g.output(g.op(KILN_OP_MATMUL, {g.f32({n, k}), g.weight(t, {m, k})}));
                    },
                    is_quantized(t) ? kInt8Threshold : 0});
+  // q8_0 blocks holding every int8 value, -128 included (legal in a file, though quantizers
+  // write [-127, 127]): kernels that move signs around must still get each product right.
+  c.push_back({"q8_0 with -128 x5x64 w40x64", 5e-7,
+               [](OpGraph& g) {
+                 std::vector<std::byte> w(40 * 2 * 34);
+                 for (size_t b = 0; b < 80; ++b) {
+                   const uint16_t d = f32_to_f16(0.004f + 0.0001f * static_cast<float>(b % 7));
+                   std::memcpy(&w[b * 34], &d, 2);
+                   for (size_t j = 0; j < 32; ++j) w[b * 34 + 2 + j] = static_cast<std::byte>((b * 37 + j * 8) % 256);
+                 }
+                 g.output(g.op(KILN_OP_MATMUL, {g.f32({5, 64}), g.weight_bytes(DType::q8_0, {40, 64}, w)}));
+               },
+               kInt8Threshold});
   for (DType t : {DType::f32, DType::f16, DType::bf16})  // K off every 32-tile
     c.push_back({fmt::format("{} K=45 x3x5x45 w13x45", dtype_name(t)), 5e-7, [t](OpGraph& g) {
                    g.output(g.op(KILN_OP_MATMUL, {g.f32({3, 5, 45}), g.weight(t, {13, 45})}));
@@ -485,6 +500,9 @@ std::vector<Case> cases_gated_delta() {
   // value column per invocation (Dv odd).
   c.push_back(
       delta_case("recurrent Hk2 Hv2 Dk18 Dv5", {{7, 9}, {1, 3}}, 2, 2, 18, 5, 0.2f, -0.5f, KILN_DELTA_RECURRENT));
+  // Value heads of 20: vector steps and a scalar tail in the native CPU backend's recurrent step.
+  c.push_back(
+      delta_case("recurrent Hk1 Hv2 Dk32 Dv20", {{9, 9}, {1, 5}}, 1, 2, 32, 20, 0.15f, -0.3f, KILN_DELTA_RECURRENT));
   // Two value columns per invocation (Dv even, not a multiple of 4: the state read as scalars).
   c.push_back(delta_case("recurrent Hk1 Hv3 Dk12 Dv6", {{5, 5}, {1, 2}, {9, 12}}, 1, 3, 12, 6, 0.3f, -0.5f,
                          KILN_DELTA_RECURRENT));

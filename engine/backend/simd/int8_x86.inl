@@ -1,9 +1,11 @@
 // The 8-bit activation path of the x86 variants (avx2 and avx512 both run it on 256-bit vectors):
 // a 32-value block of activations (f32 scale, 32 int8) against a weight block (q8_0 or q4_0) as an
 // exact integer dot product in 8 int32 lanes, then scale_x · scale_w · lanes multiply-added into
-// 8 f32 lanes. Signs move to the weight side (|x| unsigned, w · sign(x) signed), so the u8 × s8
+// 8 f32 lanes. Signs move to the activation side (|w| unsigned, x · sign(w) signed), so the u8 × s8
 // instructions apply: AVX-512 VNNI's vpdpbusd where compiled in, else AVX2's vpmaddubsw +
-// vpmaddwd (no saturation: |x| ≤ 127 and |w| ≤ 127 keep each pair sum within int16).
+// vpmaddwd. A weight of -128 (legal in a q8_0 file) reads as 128 unsigned, and the activations
+// stay within [-127, 127], so every product is right and each pair sum (≤ 2 · 128 · 127) fits
+// int16.
 // Included inside the includer's anonymous namespace.
 struct Q {
   using B = __m256i;  // 32 int8
@@ -17,11 +19,11 @@ struct Q {
     return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
   }
   static I dot(B x, B w) {  // Σ over each 4 consecutive values of x · w
-    const __m256i ax = _mm256_sign_epi8(x, x), sw = _mm256_sign_epi8(w, x);
+    const __m256i aw = _mm256_sign_epi8(w, w), sx = _mm256_sign_epi8(x, w);
 #if defined(__AVX512VNNI__)
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sw);
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx);
 #else
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
 #endif
   }
   static F loadf(const unsigned char* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
@@ -41,12 +43,15 @@ struct Q {
   /** One 32-value block (kernels.hpp kXqBlock): scale amax / 127, values rounded to nearest even. */
   static void quantize_block(const float* x, unsigned char* dst) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 v[4], mx = _mm256_setzero_ps();
+    __m256 v[4], mx = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
     for (int i = 0; i < 4; ++i) {
       v[i] = _mm256_loadu_ps(x + 8 * i);
       mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[i]));
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(v[i], v[i], _CMP_UNORD_Q));
     }
-    const float amax = reduce_max(mx), d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    // A NaN makes the scale NaN, so it reaches the outputs as it would through f32 arithmetic.
+    const float amax = _mm256_movemask_ps(nan) ? __builtin_nanf("") : reduce_max(mx);
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     _mm256_storeu_ps(reinterpret_cast<float*>(dst), _mm256_set1_ps(d));
     const __m256 idv = _mm256_set1_ps(id);
     __m256i q[4];

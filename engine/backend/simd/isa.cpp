@@ -28,7 +28,7 @@ const char* isa_name(Isa isa) {
 namespace {
 
 /** CPUID feature bits and the OS's enabled register state (XCR0), read directly: compilers
-    disagree on which names __builtin_cpu_supports knows (clang 15 lacks "f16c"). */
+    disagree on which names __builtin_cpu_supports knows (clang 14 lacks "f16c"). */
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false, avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false,
        avx512vnni = false;

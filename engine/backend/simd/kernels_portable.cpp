@@ -112,7 +112,9 @@ struct Q {
   }
   static void quantize_block(const float* x, unsigned char* dst) {
     float amax = 0.0f;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    bool nan = false;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j])), nan |= x[j] != x[j];
+    if (nan) amax = __builtin_nanf("");  // the outputs see the NaN, as through f32 arithmetic
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     for (int l = 0; l < 8; ++l) __builtin_memcpy(dst + 4 * l, &d, 4);
     for (int j = 0; j < 32; ++j) {  // clamped, NaN to 0: an out-of-range float-to-int conversion is undefined

@@ -330,7 +330,7 @@ typedef enum kiln_rope_mode {
 
 /** GATED_DELTA forms (both carry state; both equal the recurrence up to fp32 rounding). */
 typedef enum kiln_delta_mode {
-  KILN_DELTA_AUTO = 0,      /**< chunked for sequences with q_len > 1, recurrent for decode */
+  KILN_DELTA_AUTO = 0,      /**< the device's choice (the reference and GPUs: chunked for q_len > 1) */
   KILN_DELTA_RECURRENT = 1,
   KILN_DELTA_CHUNKED = 2,
 } kiln_delta_mode;
