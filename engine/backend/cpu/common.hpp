@@ -83,4 +83,11 @@ struct DeltaShape {
 };
 DeltaShape check_gated_delta(const Node& n);  // delta_net.cpp
 
+/** A CONV1D_CAUSAL node's shapes, checked (sequences and state slots valid). */
+struct ConvShape {
+  int64_t N, C, K;
+  std::vector<Seq> seqs;
+};
+ConvShape check_conv1d(const Node& n);  // conv.cpp
+
 }  // namespace kiln::backend::cpu

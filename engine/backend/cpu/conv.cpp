@@ -10,14 +10,23 @@
 
 namespace kiln::backend::cpu {
 
-void run_conv1d(const Node& n) {
+ConvShape check_conv1d(const Node& n) {
   const TensorDesc &x = n.src[0].desc, &w = n.src[1].desc, &st = n.src[2].desc;
   if (x.dtype != DType::f32 || x.ndim != 2 || w.dtype != DType::f32 || w.ndim != 2 || st.dtype != DType::f32 ||
       st.ndim != 3 || !n.dst.desc.same_shape(x))
     fail(n, "expected x f32 [N, C], w f32 [C, K], state f32 [slots, K-1, C]");
-  const int64_t N = x.ne[0], C = x.ne[1], K = w.ne[1];
-  if (w.ne[0] != C || st.ne[1] != K - 1 || st.ne[2] != C || K < 1) fail(n, "w / state do not match x's channels and K");
-  const auto seqs = read_seqs(n, n.src[3], N, st.ne[0]);
+  ConvShape d;
+  d.N = x.ne[0], d.C = x.ne[1], d.K = w.ne[1];
+  if (w.ne[0] != d.C || st.ne[1] != d.K - 1 || st.ne[2] != d.C || d.K < 1)
+    fail(n, "w / state do not match x's channels and K");
+  d.seqs = read_seqs(n, n.src[3], d.N, st.ne[0]);
+  return d;
+}
+
+void run_conv1d(const Node& n) {
+  const ConvShape d = check_conv1d(n);
+  const int64_t N = d.N, C = d.C, K = d.K;
+  const auto& seqs = d.seqs;
   const float *xp = f32_of(n.src[0]), *wp = f32_of(n.src[1]);
   float* sp = f32_of(n.src[2]);
   float* yp = f32_of(n.dst);

@@ -53,6 +53,8 @@ struct Kernels {
       u = beta (v - Sᵀk); S <- S + k uᵀ; o = Sᵀq. u: scratch of Dv floats. */
   void (*delta_step)(float* S, int64_t Dk, int64_t Dv, float alpha, float beta, const float* k, const float* v,
                      const float* q, float* u, float* o);
+  /** y[c] = Σ_j w[j·C + c] · in[j][c] for c < C, taps j = 0 .. K-1 in order. */
+  void (*conv_row)(const float* const* in, const float* w, int64_t K, int64_t C, float* y);
 };
 
 const Kernels& kernels_portable();

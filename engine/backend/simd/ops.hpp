@@ -14,6 +14,7 @@ void run_matmul(const Node& n);  // matmul.cpp
 void run_moe_matmul(const Node& n);
 void run_attention(const Node& n);    // attention.cpp
 void run_gated_delta(const Node& n);  // delta_net.cpp
+void run_conv1d(const Node& n);       // conv.cpp
 void run_node(const Node& n);         // simd_backend.cpp
 
 }  // namespace kiln::backend::simd

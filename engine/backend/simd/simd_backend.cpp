@@ -31,6 +31,8 @@ void run_node(const Node& n) {
       return run_attention(n);
     case KILN_OP_GATED_DELTA:
       return run_gated_delta(n);
+    case KILN_OP_CONV1D_CAUSAL:
+      return run_conv1d(n);
     default:
       return cpu::run_node(n);
   }

@@ -261,6 +261,22 @@ void delta_step(float* S, int64_t Dk, int64_t Dv, float alpha, float beta, const
   }
 }
 
+// y[c] = Σ_j w[j][c] · in[j][c] for c < C, j = 0 .. K-1 in order (CONV1D_CAUSAL across channels,
+// the taps' weights transposed to rows of C).
+void conv_row(const float* const* in, const float* w, int64_t K, int64_t C, float* y) {
+  int64_t c = 0;
+  for (; c + W <= C; c += W) {
+    T acc = V::zero();
+    for (int64_t j = 0; j < K; ++j) acc = V::fma(V::load(w + j * C + c), V::load(in[j] + c), acc);
+    V::store(y + c, acc);
+  }
+  for (; c < C; ++c) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < K; ++j) acc += w[j * C + c] * in[j][c];
+    y[c] = acc;
+  }
+}
+
 const Kernels kTable = {
     kIsaName,
     {&matmul<RowF32>, &matmul<RowF16>, &matmul<RowBF16>, &matmul_q<RowQ8>, &matmul_q<RowQ4>},
@@ -268,4 +284,5 @@ const Kernels kTable = {
     {&dot_rows<RowF32>, &dot_rows<RowF16>, &dot_rows<RowBF16>},
     {&axpy_rows<RowF32>, &axpy_rows<RowF16>, &axpy_rows<RowBF16>},
     &delta_step,
+    &conv_row,
 };
