@@ -1,6 +1,8 @@
 // ATTENTION over the paged KV cache (ragged batches, causal, GQA, sliding windows, softcap, every
 // cache format). A task is a block of one sequence's consecutive queries and one KV head: each key
-// and value row is read once for every query head of the block that attends to it.
+// and value row is read once for every query head of the block that attends to it. Inside a task
+// the logits run in nested tasks over key chunks and the weighted sum over slices of value columns,
+// so a decode with few KV heads still uses every core; neither split changes any arithmetic.
 // Each query's arithmetic (its logits, softmax and weighted sum, keys in position order) is the
 // same whichever block holds it, so results do not depend on the batch. Keys go to the kernels in
 // chunks (several dot products in flight, the value sum's accumulator kept in registers across
@@ -20,7 +22,8 @@ namespace {
 
 constexpr int64_t kQueryHeadsPerTask = 16;  // queries × query heads of one KV head per task
 
-constexpr int64_t kKeyChunk = 128;  // key rows gathered per kernel call
+constexpr int64_t kKeyChunk = 128;   // key rows gathered per kernel call (and per nested logits task)
+constexpr int64_t kValueSlice = 64;  // value columns per nested task of the weighted sum
 
 /**
  * Pointers to the cache rows of keys [j0, j1] of a sequence's KV head, as the dot / axpy kernels
@@ -80,8 +83,7 @@ void run_attention(const Node& n) {
     const int64_t nkeys = hi - lo + 1, rows = nq * group;
     // rows: query i of the block, head g of the group -> row i * group + g
     std::vector<float> logits(static_cast<size_t>(rows * nkeys)), acc(static_cast<size_t>(rows * a.Dv), 0.0f),
-        mx(static_cast<size_t>(rows), -INFINITY), sum(static_cast<size_t>(rows), 0.0f), wide;
-    const void* chunk[kKeyChunk];
+        mx(static_cast<size_t>(rows), -INFINITY), sum(static_cast<size_t>(rows), 0.0f);
     auto cell_of = [&](int64_t j) { return static_cast<int64_t>(blocks[j / a.BS]) * a.BS + j % a.BS; };
     // Keys in chunks; query i reads keys [lo_of(pos), pos] of each chunk, in key order.
     auto for_queries = [&](int64_t c0, int64_t c1, const auto& body) {
@@ -91,8 +93,12 @@ void run_attention(const Node& n) {
           for (int64_t g = 0; g < group; ++g) body(i, i * group + g, j0, j1);
       }
     };
-    for (int64_t c0 = lo; c0 <= hi; c0 += kKeyChunk) {
-      const int64_t c1 = std::min(hi, c0 + kKeyChunk - 1);
+    // Logits, a chunk of keys per (nested) task: each logit is one dot product whoever computes it.
+    const int64_t chunks = (nkeys + kKeyChunk - 1) / kKeyChunk;
+    tbb::parallel_for(int64_t{0}, chunks, [&](int64_t ci) {
+      const int64_t c0 = lo + ci * kKeyChunk, c1 = std::min(hi, c0 + kKeyChunk - 1);
+      const void* chunk[kKeyChunk];
+      std::vector<float> wide;
       const int kind = gather_rows(kt, kp, krow, a.Hkv, task.head, a.Dk, c0, c1, cell_of, chunk, wide);
       for_queries(c0, c1, [&](int64_t i, int64_t r, int64_t j0, int64_t j1) {
         const float* qr = qp + ((sq.q_start + task.q0 + i) * a.Hq + task.head * group + r % group) * a.Dk;
@@ -101,29 +107,41 @@ void run_attention(const Node& n) {
         for (int64_t j = 0; j <= j1 - j0; ++j) {
           l[j] *= a.scale;
           if (a.cap > 0.0f) l[j] = a.cap * std::tanh(l[j] / a.cap);
-          mx[static_cast<size_t>(r)] = std::max(mx[static_cast<size_t>(r)], l[j]);
         }
       });
-    }
+    });
     for (int64_t i = 0; i < nq; ++i) {
       const int64_t pos = first + task.q0 + i;
       for (int64_t g = 0; g < group; ++g) {
         const int64_t r = i * group + g;
         float* l = logits.data() + r * nkeys;
+        float& m = mx[static_cast<size_t>(r)];
+        for (int64_t j = lo_of(pos); j <= pos; ++j) m = std::max(m, l[j - lo]);
         for (int64_t j = lo_of(pos); j <= pos; ++j) {
-          l[j - lo] = std::exp(l[j - lo] - mx[static_cast<size_t>(r)]);
+          l[j - lo] = std::exp(l[j - lo] - m);
           sum[static_cast<size_t>(r)] += l[j - lo];
         }
       }
     }
-    for (int64_t c0 = lo; c0 <= hi; c0 += kKeyChunk) {
-      const int64_t c1 = std::min(hi, c0 + kKeyChunk - 1);
-      const int kind = gather_rows(vt, vp, vrow, a.Hkv, task.head, a.Dv, c0, c1, cell_of, chunk, wide);
-      for_queries(c0, c1, [&](int64_t, int64_t r, int64_t j0, int64_t j1) {
-        k.axpy[kind](logits.data() + r * nkeys + (j0 - lo), chunk + (j0 - c0), j1 - j0 + 1, acc.data() + r * a.Dv,
-                     a.Dv);
-      });
-    }
+    // Values: columns of Dv in (nested) slices for caches read in place (each output column sums
+    // its keys in key order whoever computes it); the quantized formats widen whole rows, in one.
+    const bool in_place = vt == DType::f32 || vt == DType::f16 || vt == DType::bf16;
+    const int64_t esize = vt == DType::f32 ? 4 : 2, slice = in_place ? kValueSlice : a.Dv;
+    tbb::parallel_for(int64_t{0}, (a.Dv + slice - 1) / slice, [&](int64_t si) {
+      const int64_t d0 = si * slice, dn = std::min(slice, a.Dv - d0);
+      const void* chunk[kKeyChunk];
+      std::vector<float> wide;
+      for (int64_t c0 = lo; c0 <= hi; c0 += kKeyChunk) {
+        const int64_t c1 = std::min(hi, c0 + kKeyChunk - 1);
+        const int kind = gather_rows(vt, vp, vrow, a.Hkv, task.head, a.Dv, c0, c1, cell_of, chunk, wide);
+        if (d0)
+          for (int64_t j = 0; j <= c1 - c0; ++j) chunk[j] = static_cast<const std::byte*>(chunk[j]) + d0 * esize;
+        for_queries(c0, c1, [&](int64_t, int64_t r, int64_t j0, int64_t j1) {
+          k.axpy[kind](logits.data() + r * nkeys + (j0 - lo), chunk + (j0 - c0), j1 - j0 + 1,
+                       acc.data() + r * a.Dv + d0, dn);
+        });
+      }
+    });
     for (int64_t i = 0; i < nq; ++i) {
       const int64_t t = sq.q_start + task.q0 + i;
       for (int64_t g = 0; g < group; ++g) {
