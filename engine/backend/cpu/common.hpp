@@ -67,6 +67,20 @@ struct Seq {
  */
 std::vector<Seq> read_seqs(const Node& node, const TensorRef& seqs, int64_t n_tokens, int64_t n_slots);
 
+/** A MATMUL node's shapes, checked: x [R, K] (rows flattened), w [M, K]. */
+struct MatmulShape {
+  int64_t R, K, M;
+};
+MatmulShape check_matmul(const Node& n);  // matmul.cpp
+
+/** A MOE_MATMUL node's shapes, checked, expert ids within [0, E) included. */
+struct MoeShape {
+  int64_t E, M, K, N, k;
+  bool per_slot;       ///< x is [N, k, K] (one row per pair), not [N, K]
+  const int32_t* ids;  ///< [N, k]
+};
+MoeShape check_moe_matmul(const Node& n);  // matmul.cpp
+
 /** An ATTENTION node's shapes and inputs, checked: every block a query reads lies in the cache. */
 struct AttentionShape {
   int64_t N, Hq, Dk, B, BS, Hkv, Dv, MB, window;

@@ -25,13 +25,36 @@ const float* weight_rows(DType t, const std::byte* w, int64_t K, int64_t m0, int
 
 }  // namespace
 
-void run_matmul(const Node& n) {
+MatmulShape check_matmul(const Node& n) {
   const TensorRef &x = n.src[0], &w = n.src[1];
   const int64_t K = x.desc.last(), M = w.desc.ne[0];
   if (x.desc.dtype != DType::f32 || w.desc.ndim != 2 || w.desc.ne[1] != K || n.dst.desc.last() != M ||
       n.dst.desc.rows() != x.desc.rows())
     fail(n, "expected x f32 [..., K], w [M, K] -> [..., M]");
-  const int64_t R = x.desc.rows();
+  return {x.desc.rows(), K, M};
+}
+
+MoeShape check_moe_matmul(const Node& n) {
+  const TensorRef &x = n.src[0], &w = n.src[1], &ids = n.src[2];
+  if (w.desc.ndim != 3 || ids.desc.ndim != 2 || ids.desc.dtype != DType::i32)
+    fail(n, "expected w [E, M, K], ids i32 [N, k]");
+  MoeShape s;
+  s.E = w.desc.ne[0], s.M = w.desc.ne[1], s.K = w.desc.ne[2];
+  s.N = ids.desc.ne[0], s.k = ids.desc.ne[1];
+  s.per_slot = x.desc.ndim == 3;
+  if (x.desc.dtype != DType::f32 || x.desc.last() != s.K || x.desc.ne[0] != s.N ||
+      (s.per_slot && x.desc.ne[1] != s.k) || n.dst.desc.numel() != s.N * s.k * s.M)
+    fail(n, "expected x f32 [N, K] or [N, k, K] -> [N, k, M]");
+  s.ids = i32_of(ids);
+  for (int64_t p = 0; p < s.N * s.k; ++p)
+    if (s.ids[p] < 0 || s.ids[p] >= s.E)
+      fail(n, fmt::format("expert id {} at index {} outside [0, {})", s.ids[p], p, s.E));
+  return s;
+}
+
+void run_matmul(const Node& n) {
+  const auto [R, K, M] = check_matmul(n);
+  const TensorRef &x = n.src[0], &w = n.src[1];
   const float* xp = f32_of(x);
   const std::byte* wp = bytes_of(w);
   float* out = f32_of(n.dst);
@@ -49,22 +72,13 @@ void run_matmul(const Node& n) {
 }
 
 void run_moe_matmul(const Node& n) {
-  const TensorRef &x = n.src[0], &w = n.src[1], &ids = n.src[2];
-  if (w.desc.ndim != 3 || ids.desc.ndim != 2 || ids.desc.dtype != DType::i32)
-    fail(n, "expected w [E, M, K], ids i32 [N, k]");
-  const int64_t E = w.desc.ne[0], M = w.desc.ne[1], K = w.desc.ne[2];
-  const int64_t N = ids.desc.ne[0], k = ids.desc.ne[1];
-  const bool per_slot = x.desc.ndim == 3;
-  if (x.desc.dtype != DType::f32 || x.desc.last() != K || x.desc.ne[0] != N || (per_slot && x.desc.ne[1] != k) ||
-      n.dst.desc.numel() != N * k * M)
-    fail(n, "expected x f32 [N, K] or [N, k, K] -> [N, k, M]");
-  const int32_t* id = i32_of(ids);
+  const MoeShape s = check_moe_matmul(n);
+  const TensorRef &x = n.src[0], &w = n.src[1];
+  const int64_t E = s.E, M = s.M, K = s.K, N = s.N, k = s.k;
+  const bool per_slot = s.per_slot;
   // Pairs (n, j) grouped by expert, so each expert's weights are dequantized once.
   std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(E));
-  for (int64_t p = 0; p < N * k; ++p) {
-    if (id[p] < 0 || id[p] >= E) fail(n, fmt::format("expert id {} at index {} outside [0, {})", id[p], p, E));
-    by_expert[static_cast<size_t>(id[p])].push_back(p);
-  }
+  for (int64_t p = 0; p < N * k; ++p) by_expert[static_cast<size_t>(s.ids[p])].push_back(p);
   const float* xp = f32_of(x);
   const std::byte* wp = bytes_of(w);
   float* out = f32_of(n.dst);

@@ -38,7 +38,6 @@ struct MatmulTile {  // a plain aggregate (no inline constructor to share with f
 constexpr int64_t kXqBlock = 64;
 
 struct Kernels {
-  const char* isa;  ///< "portable", "avx2", "avx512"
   void (*matmul[kWeightTypes])(const MatmulTile& t);
   /** Rows of K (a multiple of 32) f32 values as 8-bit blocks (kXqBlock bytes per 32 values), each
       value rounded to nearest even against its block's scale. */

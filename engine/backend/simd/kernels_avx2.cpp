@@ -35,7 +35,6 @@ struct V {
 using T = V::T;
 constexpr int W = V::W;
 constexpr int kRows = 4, kCols = 2, kGemvCols = 4;
-constexpr const char* kIsaName = "avx2";
 
 #include "backend/simd/tile.inl"
 

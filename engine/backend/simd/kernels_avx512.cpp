@@ -39,7 +39,6 @@ struct V {
 using T = V::T;
 constexpr int W = V::W;
 constexpr int kRows = 4, kCols = 4, kGemvCols = 8;
-constexpr const char* kIsaName = "avx512";
 
 #include "backend/simd/tile.inl"
 

@@ -128,7 +128,6 @@ struct Q {
 using T = V::T;
 constexpr int W = V::W;
 constexpr int kRows = 4, kCols = 2, kGemvCols = 4;
-constexpr const char* kIsaName = "portable";
 
 #include "backend/simd/tile.inl"
 

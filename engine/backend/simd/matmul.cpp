@@ -2,7 +2,6 @@
 // rows) blocks run by TBB; a block's weight rows stay in cache while its activation rows stream by.
 // The split only decides who computes an element, never how (kernels.hpp), so results do not
 // depend on the batch. Weights are read where they lie (in place in the mapped file).
-#include <fmt/format.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -79,11 +78,8 @@ void quantize_activations(int wt, MatmulTile& t, std::unique_ptr<unsigned char[]
 }  // namespace
 
 void run_matmul(const Node& n) {
+  const auto [R, K, M] = cpu::check_matmul(n);
   const TensorRef &x = n.src[0], &w = n.src[1];
-  const int64_t K = x.desc.last(), M = w.desc.ne[0];
-  if (x.desc.dtype != DType::f32 || w.desc.ndim != 2 || w.desc.ne[1] != K || n.dst.desc.last() != M ||
-      n.dst.desc.rows() != x.desc.rows())
-    cpu::fail(n, "expected x f32 [..., K], w [M, K] -> [..., M]");
   const int wt = weight_type(w.desc.dtype);
   if (wt < 0 || (is_quantized(w.desc.dtype) && K % 32)) return cpu::run_node(n);
   MatmulTile t{};
@@ -94,7 +90,7 @@ void run_matmul(const Node& n) {
   t.out = cpu::f32_of(n.dst);
   t.out_stride = M;
   t.K = K;
-  t.rows = x.desc.rows();
+  t.rows = R;
   t.cols = M;
   std::unique_ptr<unsigned char[]> xq;
   quantize_activations(wt, t, xq);
@@ -102,25 +98,16 @@ void run_matmul(const Node& n) {
 }
 
 void run_moe_matmul(const Node& n) {
-  const TensorRef &x = n.src[0], &w = n.src[1], &ids = n.src[2];
-  if (w.desc.ndim != 3 || ids.desc.ndim != 2 || ids.desc.dtype != DType::i32)
-    cpu::fail(n, "expected w [E, M, K], ids i32 [N, k]");
-  const int64_t E = w.desc.ne[0], M = w.desc.ne[1], K = w.desc.ne[2];
-  const int64_t N = ids.desc.ne[0], k = ids.desc.ne[1];
-  const bool per_slot = x.desc.ndim == 3;
-  if (x.desc.dtype != DType::f32 || x.desc.last() != K || x.desc.ne[0] != N || (per_slot && x.desc.ne[1] != k) ||
-      n.dst.desc.numel() != N * k * M)
-    cpu::fail(n, "expected x f32 [N, K] or [N, k, K] -> [N, k, M]");
+  const cpu::MoeShape s = cpu::check_moe_matmul(n);
+  const TensorRef &x = n.src[0], &w = n.src[1];
+  const int64_t E = s.E, M = s.M, K = s.K, N = s.N, k = s.k;
   const int wt = weight_type(w.desc.dtype);
   if (wt < 0 || (is_quantized(w.desc.dtype) && K % 32)) return cpu::run_node(n);
-  const int32_t* id = cpu::i32_of(ids);
+  const int32_t* id = s.ids;
   // Pairs (n, j) grouped by expert, each expert's activation rows gathered once into one matrix
   // (xs, expert after expert) so a task runs the tiles over rows × a block of that expert's weights.
   std::vector<int64_t> count(static_cast<size_t>(E) + 1, 0);
-  for (int64_t p = 0; p < N * k; ++p) {
-    if (id[p] < 0 || id[p] >= E) cpu::fail(n, fmt::format("expert id {} at index {} outside [0, {})", id[p], p, E));
-    ++count[static_cast<size_t>(id[p]) + 1];
-  }
+  for (int64_t p = 0; p < N * k; ++p) ++count[static_cast<size_t>(id[p]) + 1];
   for (int64_t e = 0; e < E; ++e) count[static_cast<size_t>(e) + 1] += count[static_cast<size_t>(e)];
   std::vector<int64_t> pair_at(static_cast<size_t>(N * k)), fill(count.begin(), count.end() - 1);
   for (int64_t p = 0; p < N * k; ++p) pair_at[static_cast<size_t>(fill[static_cast<size_t>(id[p])]++)] = p;
@@ -129,7 +116,7 @@ void run_moe_matmul(const Node& n) {
   auto ys = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(N * k * M));
   for (int64_t i = 0; i < N * k; ++i) {
     const int64_t p = pair_at[static_cast<size_t>(i)];
-    const float* xr = xp + (per_slot ? p : p / k) * K;
+    const float* xr = xp + (s.per_slot ? p : p / k) * K;
     std::copy(xr, xr + K, xs.get() + i * K);
   }
   MatmulTile all{};  // every gathered row, for the 8-bit activations of the block formats

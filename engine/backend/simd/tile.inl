@@ -278,7 +278,6 @@ void conv_row(const float* const* in, const float* w, int64_t K, int64_t C, floa
 }
 
 const Kernels kTable = {
-    kIsaName,
     {&matmul<RowF32>, &matmul<RowF16>, &matmul<RowBF16>, &matmul_q<RowQ8>, &matmul_q<RowQ4>},
     &quantize_rows,
     {&dot_rows<RowF32>, &dot_rows<RowF16>, &dot_rows<RowBF16>},
