@@ -53,7 +53,8 @@ MoeShape check_moe_matmul(const Node& n) {
 }
 
 void run_matmul(const Node& n) {
-  const auto [R, K, M] = check_matmul(n);
+  const MatmulShape shape = check_matmul(n);  // (plain names: clang 14 lambdas cannot capture bindings)
+  const int64_t R = shape.R, K = shape.K, M = shape.M;
   const TensorRef &x = n.src[0], &w = n.src[1];
   const float* xp = f32_of(x);
   const std::byte* wp = bytes_of(w);

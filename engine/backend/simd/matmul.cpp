@@ -78,7 +78,8 @@ void quantize_activations(int wt, MatmulTile& t, std::unique_ptr<unsigned char[]
 }  // namespace
 
 void run_matmul(const Node& n) {
-  const auto [R, K, M] = cpu::check_matmul(n);
+  const cpu::MatmulShape shape = cpu::check_matmul(n);  // (plain names: clang 14 lambdas cannot capture bindings)
+  const int64_t R = shape.R, K = shape.K, M = shape.M;
   const TensorRef &x = n.src[0], &w = n.src[1];
   const int wt = weight_type(w.desc.dtype);
   if (wt < 0 || (is_quantized(w.desc.dtype) && K % 32)) return cpu::run_node(n);
