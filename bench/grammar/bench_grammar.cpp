@@ -31,6 +31,7 @@
 #include "grammar/json_schema.hpp"
 #include "grammar/matcher.hpp"
 #include "grammar/token_table.hpp"
+#include "source_paths.hpp"
 #include "text/tokenizer.hpp"
 
 namespace fs = std::filesystem;

@@ -22,6 +22,7 @@
 #include "plugin/registry.hpp"
 #include "serve/http_server.hpp"
 #include "serve/served_model.hpp"
+#include "source_paths.hpp"
 #include "synthetic_model.hpp"
 
 extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_llama(uint32_t, uint32_t);

@@ -3,17 +3,18 @@
 //   build-text/bin/bench_text [--repeat N] [--no-oracle] [--model qwen3|gemma3]
 // Files: $KILN_FIXTURES (default ../shared/fixtures) and $KILN_ORACLE_DIR (default .cache/oracle).
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+#include <time.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <time.h>
-#include <unistd.h>
 
+#include "source_paths.hpp"
 #include "text/stream_decoder.hpp"
 #include "text/tokenizer.hpp"
 

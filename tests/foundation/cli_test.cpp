@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include "source_paths.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "plugin/parser_host.hpp"
 #include "plugin/registry.hpp"
+#include "source_paths.hpp"
 
 namespace kiln {
 namespace {

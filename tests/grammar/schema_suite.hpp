@@ -22,13 +22,14 @@
 #include <vector>
 
 #include "grammar/json_schema.hpp"
+#include "source_paths.hpp"
 
 namespace kiln::grammar::test {
 
 using Json = nlohmann::ordered_json;
 
 inline const std::filesystem::path kSuite =
-    std::filesystem::path(KILN_TEST_SOURCE_DIR "/../shared/fixtures/json-schema-test-suite/tests/draft2020-12");
+    std::filesystem::path(KILN_TEST_SOURCE_DIR) / "../shared/fixtures/json-schema-test-suite/tests/draft2020-12";
 
 // Files whose subject conflicts with what the grammar engine asserts, with the reason.
 inline const std::map<std::string, std::string> kSkipped = {

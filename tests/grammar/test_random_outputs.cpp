@@ -32,6 +32,7 @@
 #include "grammar/token_table.hpp"
 #include "sanitized.hpp"
 #include "sched/sampler.hpp"
+#include "source_paths.hpp"
 #include "text/tokenizer.hpp"
 
 namespace kiln::grammar {

@@ -42,6 +42,7 @@
 #include "grammar/matcher.hpp"
 #include "grammar/schema_suite.hpp"
 #include "grammar/token_table.hpp"
+#include "source_paths.hpp"
 #include "text/tokenizer.hpp"
 
 namespace kiln::grammar {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "grammar/schema_validator.hpp"
+#include "source_paths.hpp"
 
 namespace kiln::grammar {
 namespace {
@@ -19,7 +20,7 @@ using test::SchemaValidator;
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
 
-const fs::path kSuite = fs::path(KILN_TEST_SOURCE_DIR "/../shared/fixtures/json-schema-test-suite/tests/draft2020-12");
+const fs::path kSuite = fs::path(KILN_TEST_SOURCE_DIR) / "../shared/fixtures/json-schema-test-suite/tests/draft2020-12";
 
 TEST(SchemaValidator, AgreesWithTestSuite) {
   if (!fs::is_directory(kSuite)) GTEST_SKIP() << "JSON-Schema-Test-Suite not found at " << kSuite;

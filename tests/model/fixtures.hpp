@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "source_paths.hpp"
+
 namespace kiln::test {
 
 /** $KILN_FIXTURES, else <source>/../shared/fixtures. */

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/model_host.hpp"
+#include "source_paths.hpp"
 
 namespace kiln::test {
 

@@ -3,10 +3,9 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-
-#include <fstream>
 
 #include "fixtures.hpp"
 #include "gemma4_checkpoint.hpp"
@@ -14,6 +13,7 @@
 #include "model/checkpoint.hpp"
 #include "model/gguf_tokenizer.hpp"
 #include "qwen3_5_checkpoint.hpp"
+#include "source_paths.hpp"
 
 using kiln::test::fixture;
 

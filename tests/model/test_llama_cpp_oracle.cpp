@@ -20,6 +20,7 @@
 #include "gemma4_checkpoint.hpp"
 #include "llama_helpers.hpp"
 #include "qwen3_5_checkpoint.hpp"
+#include "source_paths.hpp"
 
 using namespace kiln;
 using namespace kiln::test;

@@ -3,16 +3,18 @@
 // --stream-split N giving the one-shot message for every N.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
+
+#include "source_paths.hpp"
 
 namespace {
 
-const std::string kDir = KILN_PARSERS_TEST_DIR;  // scratch files and the example plugin module
+const std::string kDir =
+    std::string(kiln::paths::binary_dir()) + "/tests/parsers";  // scratch files and the example plugin module
 
 struct Result {
   int status;

@@ -22,6 +22,7 @@
 #include "serve/control_tokens.hpp"
 #include "serve/openai.hpp"
 #include "serve/served_model.hpp"
+#include "source_paths.hpp"
 
 extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_llama(uint32_t, uint32_t);
 

@@ -14,6 +14,7 @@
 #include "plugin/registry.hpp"
 #include "serve/http_server.hpp"
 #include "serve/served_model.hpp"
+#include "source_paths.hpp"
 
 extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_test_scripted(uint32_t, uint32_t);
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "serve/control_tokens.hpp"
+#include "source_paths.hpp"
 #include "template/chat_render.hpp"
 #include "template/template.hpp"
 #include "text/tokenizer.hpp"

@@ -14,6 +14,7 @@
 #include "sched/sampler.hpp"
 #include "sched/scheduler.hpp"
 #include "server_harness.hpp"
+#include "source_paths.hpp"
 
 extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_gemma4(uint32_t, uint32_t);
 extern "C" const kiln_plugin_descriptor* kiln_plugin_descriptor_qwen3_5(uint32_t, uint32_t);

@@ -7,6 +7,7 @@
 
 #include "llama_helpers.hpp"
 #include "sched/scheduler.hpp"
+#include "source_paths.hpp"
 
 namespace kiln::sched {
 namespace {

@@ -3,17 +3,18 @@
 // every real template in shared/fixtures/chat-templates × a generated conversation corpus, the
 // tokenizer_config.json of the npm tokenizer packages, and the `kiln template` CLI.
 #include <gtest/gtest.h>
-
-#include <cstdio>
-#include <algorithm>
-#include <cstdlib>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "corpus.hpp"
+#include "source_paths.hpp"
 #include "template/chat_render.hpp"
 
 namespace fs = std::filesystem;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "source_paths.hpp"
 #include "text/stream_decoder.hpp"
 #include "text/tokenizer.hpp"
 #include "text/utf8.hpp"

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "real_models.hpp"
+#include "source_paths.hpp"
 
 namespace kiln::text {
 namespace {
