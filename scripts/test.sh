@@ -1,25 +1,49 @@
 #!/usr/bin/env bash
 # One command: set up a fresh Debian 12 machine, build, and run the whole test suite.
-#   scripts/test.sh            everything (release build, then the ASan+UBSan build's unit tests)
-#   KILN_SKIP_SANITIZE=1 ...   skip the sanitizer build
+#   scripts/test.sh            everything (release build, then the ASan+UBSan and TSan builds)
+#   KILN_SKIP_SANITIZE=1 ...   skip the ASan+UBSan build
 #   KILN_SKIP_TSAN=1 ...       skip the ThreadSanitizer build
+#   KILN_TEST_FULL=1 ...       the slowest randomized tests at their full, nightly sizes
+# Prints each stage's wall time and each ctest run's ten slowest tests.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 bash scripts/setup.sh
 
 start=$(date +%s)
-bash scripts/build.sh build
-bash scripts/default_models.sh build  # the toy Qwen3.5 of configs/default.yaml
-(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900)
+stages=()
+# stage NAME COMMAND...: runs it and records its wall time.
+stage() {
+  local name=$1 t0
+  shift
+  t0=$(date +%s)
+  "$@"
+  stages+=("$(printf '%-16s %5ds' "$name" $(( $(date +%s) - t0 )))")
+  echo "test.sh: stage $name: $(( $(date +%s) - t0 ))s"
+}
+# run_ctest DIR [ctest args...]: ctest in DIR on every core, then its ten slowest tests.
+run_ctest() {
+  local dir=$1 log
+  shift
+  log="$dir/ctest-output.log"
+  (cd "$dir" && ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@") 2>&1 | tee "$log"
+  echo "test.sh: the ten slowest tests in $dir:"
+  sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$log" | sort -rn | head -10 |
+    awk '{ printf "  %8.1fs  %s\n", $1, $2 }'
+}
+
+stage release-build bash scripts/build.sh build
+stage default-models bash scripts/default_models.sh build  # the toy Qwen3.5 of configs/default.yaml
+stage release-ctest run_ctest build
 
 if [ "${KILN_SKIP_SANITIZE:-0}" != 1 ]; then
   # Sanitizer build with clang (also proves the tree builds warning-free with clang), plugins linked
-  # statically so no dlopen hides a report. Runs the unit-labelled tests and short libFuzzer runs.
-  CC=clang CXX=clang++ bash scripts/build.sh build-asan -DKILN_SANITIZE=ON -DKILN_STATIC_PLUGINS=ON \
-    -DKILN_BUILD_BENCH=OFF -DKILN_FUZZ=ON
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --output-on-failure -j "$(nproc)" -L 'unit|fuzz' --timeout 900)
+  # statically so no dlopen hides a report. Builds only what the unit-labelled tests and the short
+  # libFuzzer runs need (target kiln_unit_tests), and runs them.
+  stage asan-build env CC=clang CXX=clang++ KILN_TARGETS=kiln_unit_tests bash scripts/build.sh build-asan \
+    -DKILN_SANITIZE=ON -DKILN_STATIC_PLUGINS=ON -DKILN_BUILD_BENCH=OFF -DKILN_FUZZ=ON
+  asan_ctest() { ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan -L 'unit|fuzz'; }
+  stage asan-ctest asan_ctest
 fi
 if [ "${KILN_SKIP_TSAN:-0}" != 1 ]; then
   # ThreadSanitizer over the tests that run work on other threads (the CPU device's worker, the
@@ -33,13 +57,17 @@ if [ "${KILN_SKIP_TSAN:-0}" != 1 ]; then
   # simultaneous constrained requests stay in.
   declare -A tsan_filter=([test_grammar]='Matcher.*:TextRules.*'
                           [test_serve]='-*RandomWeights.JsonSchema*:*RandomWeights.Forced*')
-  CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON \
-    -DKILN_STATIC_PLUGINS=ON -DKILN_BUILD_BENCH=OFF >/dev/null
-  cmake --build build-tsan -j "$(nproc)" --target "${tsan_tests[@]}"
-  for t in "${tsan_tests[@]}"; do
-    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" KILN_CPU_THREADS=1 \
-      VK_ICD_FILENAMES=/nonexistent VK_DRIVER_FILES=/nonexistent \
-      build-tsan/bin/"$t" --gtest_brief=1 --gtest_filter="${tsan_filter[$t]:-*}"
-  done
+  stage tsan-build env CC=clang CXX=clang++ KILN_TARGETS="${tsan_tests[*]}" bash scripts/build.sh build-tsan \
+    -DKILN_TSAN=ON -DKILN_STATIC_PLUGINS=ON -DKILN_BUILD_BENCH=OFF
+  tsan_run() {
+    for t in "${tsan_tests[@]}"; do
+      TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" KILN_CPU_THREADS=1 \
+        VK_ICD_FILENAMES=/nonexistent VK_DRIVER_FILES=/nonexistent \
+        build-tsan/bin/"$t" --gtest_brief=1 --gtest_filter="${tsan_filter[$t]:-*}"
+    done
+  }
+  stage tsan-run tsan_run
 fi
+echo "test.sh: wall time per stage:"
+printf '  %s\n' "${stages[@]}"
 echo "test.sh: finished in $(( $(date +%s) - start ))s"
