@@ -110,7 +110,7 @@ int run(const std::vector<std::string>& argv) {
       so.at_sequence_start = !args.has("--prompt") && !args.has("--prompt-ids");
       stream.emplace(*tok, so);
     }
-    sched::Sampler sampler(sp, V, prompt);
+    sched::Sampler sampler(sp, V, prompt, served.sampleable());
     if (host.add_sequence(0) != cache::Status::ok) return failure("generate", "cannot start a sequence");
     const auto t0 = std::chrono::steady_clock::now();
     double prefill_s = 0;

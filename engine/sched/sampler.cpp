@@ -9,8 +9,9 @@
 
 namespace kiln::sched {
 
-Sampler::Sampler(const SamplingParams& p, size_t n_vocab, const std::vector<int32_t>& prompt)
-    : p_(p), n_(n_vocab), rng_(p.seed), count_(n_vocab, 0), work_(n_vocab), order_(n_vocab) {
+Sampler::Sampler(const SamplingParams& p, size_t n_vocab, const std::vector<int32_t>& prompt,
+                 const uint64_t* sampleable)
+    : p_(p), n_(n_vocab), sampleable_(sampleable), rng_(p.seed), count_(n_vocab, 0), work_(n_vocab), order_(n_vocab) {
   if (p_.repetition_penalty != 1) {
     seen_.assign(n_vocab, 0);
     for (int32_t t : prompt)
@@ -36,6 +37,13 @@ Sampled Sampler::sample(const float* logits, const uint64_t* allowed) {
   std::vector<float>& x = work_;
   std::copy(logits, logits + n_, x.begin());
   process(x);
+  if (sampleable_ && allowed) {
+    both_.resize((n_ + 63) / 64);
+    for (size_t w = 0; w < both_.size(); ++w) both_[w] = allowed[w] & sampleable_[w];
+    allowed = both_.data();
+  } else if (sampleable_) {
+    allowed = sampleable_;
+  }
   size_t n_allowed = n_;
   if (allowed) {
     n_allowed = 0;

@@ -37,8 +37,14 @@ struct Sampled {
 
 class Sampler {
  public:
-  /** `prompt` seeds the repetition penalty (transformers applies it to prompt and output). */
-  Sampler(const SamplingParams& p, size_t n_vocab, const std::vector<int32_t>& prompt = {});
+  /**
+   * `prompt` seeds the repetition penalty (transformers applies it to prompt and output).
+   * `sampleable` (bit t of word t/64, n_vocab bits; null: every id) are the ids this sampler may
+   * ever pick: a model whose output layer has rows its tokenizer cannot decode (a padded
+   * vocabulary) masks them for every request. It must outlive the sampler.
+   */
+  Sampler(const SamplingParams& p, size_t n_vocab, const std::vector<int32_t>& prompt = {},
+          const uint64_t* sampleable = nullptr);
 
   /**
    * Picks the next token from `logits` (n_vocab values) and records it as generated. Logprobs are
@@ -48,8 +54,8 @@ class Sampler {
    */
   Sampled sample(const float* logits) { return sample(logits, nullptr); }
   /** As above, over the tokens whose bit is set in `allowed` (a grammar's mask: bit t of word t/64)
-   *  only; the others are at -inf before everything else. Throws std::runtime_error when the mask
-   *  allows no token. */
+   *  and in `sampleable` only; the others are at -inf before everything else. Throws
+   *  std::runtime_error when the masks allow no token. */
   Sampled sample(const float* logits, const uint64_t* allowed);
 
   const SamplingParams& params() const { return p_; }
@@ -59,6 +65,8 @@ class Sampler {
 
   SamplingParams p_;
   size_t n_;
+  const uint64_t* sampleable_;
+  std::vector<uint64_t> both_;  ///< sampleable_ and a grammar's mask
   std::mt19937_64 rng_;
   std::vector<uint32_t> count_;  ///< per token: times generated
   std::vector<uint8_t> seen_;    ///< per token: in the prompt or generated (repetition penalty)

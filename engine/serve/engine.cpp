@@ -170,22 +170,37 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
         return fail(fmt::format("token id {} is outside the vocabulary [0, {})", id, V), prompt_param);
     longest = std::max<uint32_t>(longest, static_cast<uint32_t>(ids.size()));
   }
+  // Too long for the context: OpenAI's code and wording, which clients and agents look for (they
+  // compact the conversation and retry).
+  const auto overflow = [&](std::string message, std::string param, uint64_t output, uint64_t limit) {
+    r->prepare_code = "context_length_exceeded";
+    r->overflow_prompt = longest;
+    r->overflow_output = output;
+    r->overflow_limit = limit;
+    return fail(std::move(message), std::move(param));
+  };
   if (r->max_prompt_tokens && longest > r->max_prompt_tokens)
-    return fail(fmt::format("the prompt has {} tokens; the limit is {} (server.limits.max_prompt_tokens)", longest,
-                            r->max_prompt_tokens),
-                prompt_param);
+    return overflow(fmt::format("This model's maximum context length is {} tokens for a prompt on this server "
+                                "(server.limits.max_prompt_tokens). However, your {} resulted in {} tokens. Please "
+                                "reduce the length of the {}.",
+                                r->max_prompt_tokens, prompt_param, longest, prompt_param),
+                    prompt_param, 0, r->max_prompt_tokens);
   if (longest >= cap)
-    return fail(fmt::format("the prompt has {} tokens; this model takes at most {} ({} context{}), leaving room for "
-                            "one generated token",
-                            longest, cap - 1, ctx, cap < ctx ? ", limited by its KV cache memory" : ""),
-                prompt_param);
+    return overflow(
+        fmt::format(
+            "This model's maximum context length is {} tokens{}. However, your {} resulted in {} "
+            "tokens, leaving no room for a generated token. Please reduce the length of the {}.",
+            cap, cap < ctx ? fmt::format(" (its context is {}, limited by its KV cache memory)", ctx) : std::string(),
+            prompt_param, longest, prompt_param),
+        prompt_param, 0, cap - 1);
   const uint64_t room = cap - longest;
   if (r->max_tokens) {
     if (*r->max_tokens > room)
-      return fail(fmt::format("max_tokens is {}, but the prompt ({} tokens) leaves room for at most {} in this "
-                              "model's context of {}",
-                              *r->max_tokens, longest, room, cap),
-                  "max_tokens");
+      return overflow(fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
+                                  "({} in the {}, {} in the completion). Please reduce the length of the {} or "
+                                  "completion (max_tokens).",
+                                  cap, longest + *r->max_tokens, longest, prompt_param, *r->max_tokens, prompt_param),
+                      "max_tokens", *r->max_tokens, cap);
     p->max_tokens = *r->max_tokens;
   } else {
     p->max_tokens = static_cast<uint32_t>(room);
@@ -243,7 +258,7 @@ std::unique_ptr<Engine::Choice> Engine::make_choice(const std::shared_ptr<GenReq
   c->max_tokens = p.max_tokens;
   sched::SamplingParams sp = r->sampling;
   sp.seed += c->index;  // one stream per choice: n > 1 gives different samples, reproducibly
-  c->sampler.emplace(sp, model_.n_vocab(), c->seq.tokens);
+  c->sampler.emplace(sp, model_.n_vocab(), c->seq.tokens, model_.sampleable());
   if (const text::Tokenizer* tok = model_.tokenizer()) {
     text::StreamOptions so;
     so.stop = r->stop;

@@ -3,12 +3,13 @@
 namespace kiln::serve {
 
 GenRequest::Prepared GenRequest::wait_prepared(std::chrono::milliseconds timeout, std::string* error,
-                                               std::string* param) {
+                                               std::string* param, std::string* code) {
   std::unique_lock lock(mu);
   if (!cv.wait_for(lock, timeout, [&] { return prepared; })) return Prepared::timed_out;
   if (prepare_error.empty()) return Prepared::ok;
   *error = prepare_error;
   *param = prepare_param;
+  if (code) *code = prepare_code;
   return Prepared::refused;
 }
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "plugin/parser_host.hpp"
-#include "serve/constraints.hpp"
 #include "sched/sampler.hpp"
+#include "serve/constraints.hpp"
 
 namespace kiln::serve {
 
@@ -53,8 +53,8 @@ struct GenRequest {
   std::vector<int32_t> stop_ids;
   bool ignore_eos = false;
   bool skip_special = true;
-  ParserRequest parser;     ///< thinking mode and tools for the parsers
-  bool parse_tools = true;  ///< false: tool_choice none (no tool-call parsing)
+  ParserRequest parser;       ///< thinking mode and tools for the parsers
+  bool parse_tools = true;    ///< false: tool_choice none (no tool-call parsing)
   ConstraintSpec constraint;  ///< response_format / tool_choice / grammar fields: the output's grammar
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
   std::atomic<bool> cancelled{false};  ///< set by the HTTP side when the client went away
@@ -64,13 +64,18 @@ struct GenRequest {
   std::condition_variable cv;
   bool prepared = false;
   std::string prepare_error, prepare_param;  ///< a 400: what is wrong, and the field
+  std::string prepare_code;                  ///< the 400's OpenAI error code (context_length_exceeded), or ""
+  /** context_length_exceeded: the prompt's tokens, the max_tokens that overflowed (0: the prompt
+   *  alone did) and the limit (Anthropic's route words its own message from them). */
+  uint64_t overflow_prompt = 0, overflow_output = 0, overflow_limit = 0;
   std::deque<Piece> pieces;
   uint32_t choices_total = 0, choices_done = 0;
   Usage usage;
 
   enum class Prepared { ok, refused, timed_out };
-  /** Waits until preparation is over; `refused` copies out the 400's message and field. */
-  Prepared wait_prepared(std::chrono::milliseconds timeout, std::string* error, std::string* param);
+  /** Waits until preparation is over; `refused` copies out the 400's message, field and code. */
+  Prepared wait_prepared(std::chrono::milliseconds timeout, std::string* error, std::string* param,
+                         std::string* code = nullptr);
   /** Waits up to `timeout` for pieces; moves them out. Returns false when every choice is done and
    *  nothing is left. */
   bool next(std::vector<Piece>& out, std::chrono::milliseconds timeout);

@@ -124,6 +124,25 @@ ServedModel::ServedModel(const ModelConfig& config, const BackendConfig& backend
     if (g.kind == KILN_CACHE_FULL_KV)
       cache_tokens_ = std::min<uint64_t>(cache_tokens_, uint64_t{g.n_blocks} * layout.block_tokens);
   grammars_ = std::make_unique<GrammarCache>(tokenizer(), n_vocab(), stop_ids_);
+  if (tokenizer_) {
+    // Qwen and Gemma pad the output layer past the tokenizer's last id (151,936 rows for 151,669
+    // ids): those rows have logits like any other, but no text, so they are never sampled.
+    std::vector<uint64_t> ok((n_vocab() + 63) / 64, 0);
+    uint32_t masked = 0;
+    for (uint32_t id = 0; id < n_vocab(); ++id) {
+      if (!tokenizer_->id_to_token(static_cast<text::TokenId>(id)).empty())
+        ok[id >> 6] |= uint64_t{1} << (id & 63);
+      else
+        ++masked;
+    }
+    if (masked) {
+      sampleable_ = std::move(ok);
+      log::info(
+          "[serve] model '{}': {} of the output layer's {} rows have no token in the tokenizer; they are "
+          "never sampled",
+          config.name, masked, n_vocab());
+    }
+  }
   created_ =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   log::info("[serve] model '{}' ({}) on {}: context {}, {} sequences, cache holds {} tokens per sequence", config.name,

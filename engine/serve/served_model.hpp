@@ -48,6 +48,9 @@ class ServedModel {
   GrammarCache& grammars() const { return *grammars_; }
 
   uint32_t n_vocab() const { return host_->limits().n_vocab; }
+  /** The ids a request may be given (bit t of word t/64), or null for all of them: output rows the
+   *  tokenizer has no token for (a padded vocabulary) are never sampled. Computed once. */
+  const uint64_t* sampleable() const { return sampleable_.empty() ? nullptr : sampleable_.data(); }
   uint32_t max_context() const { return host_->limits().max_context; }
   /** Tokens the KV cache can hold for one sequence alone (a request beyond it can never run). */
   uint64_t cache_token_capacity() const { return cache_tokens_; }
@@ -81,6 +84,7 @@ class ServedModel {
   const Component* tools_ = nullptr;
   std::vector<int32_t> stop_ids_;
   std::unique_ptr<GrammarCache> grammars_;
+  std::vector<uint64_t> sampleable_;   ///< empty: every id
   std::vector<std::string> controls_;  ///< the tokenizer's special tokens' texts
   size_t longest_control_ = 1;         ///< bytes of the longest of them
   sched::SamplingParams defaults_;
