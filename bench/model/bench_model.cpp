@@ -209,7 +209,8 @@ void print_step_parts(const std::vector<std::pair<std::string, Measured>>& rows)
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+int run(int argc, char** argv) {
   if (std::any_of(argv + 1, argv + argc,
                   [](const char* a) { return std::strcmp(a, "--help") == 0 || std::strcmp(a, "-h") == 0; })) {
     std::printf(
@@ -238,6 +239,15 @@ int main(int argc, char** argv) {
   const std::string roofline = arg(argc, argv, "--roofline", "auto");
   const std::string dir = arg(argc, argv, "--dir", std::filesystem::temp_directory_path().c_str());
   const bool keep = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::strcmp(a, "--keep") == 0; });
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !std::filesystem::is_directory(dir)) {
+      std::fprintf(stderr, "--dir %s: cannot create that folder (%s)\n", dir.c_str(),
+                   ec ? ec.message().c_str() : "a file of that name exists");
+      return 2;
+    }
+  }
   const std::string arch = arg(argc, argv, "--arch", "qwen3");
   if (arch != "qwen3" && arch != "gemma4-e2b" && arch != "gemma4-moe" && arch != "qwen3_5") {
     std::fprintf(stderr, "--arch must be qwen3, gemma4-e2b, gemma4-moe or qwen3_5\n");
@@ -347,4 +357,14 @@ int main(int argc, char** argv) {
       "prefill is compute-bound, so its ratio says how far from bandwidth-bound it is, not a target).\n");
   print_step_parts(parts);
   return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // a file that cannot be written, a model that cannot load: say so
+    std::fprintf(stderr, "bench_model: %s\n", e.what());
+    return 1;
+  }
 }

@@ -52,7 +52,10 @@ int run(const std::vector<std::string>& argv) {
     const std::string host = args.value("--host", server.host);
     serve::HttpServer http(std::move(models), server);
     const int bound = http.bind(host, port >= 0 ? port : server.port);
-    if (bound < 0) return failure("serve", fmt::format("cannot listen on {}:{}", host, port >= 0 ? port : server.port));
+    if (bound < 0)
+      return failure("serve", fmt::format("cannot listen on {}:{}: another process holds the port, or the address is "
+                                          "not one of this machine's; choose another with --port or server.port",
+                                          host, port >= 0 ? port : server.port));
     std::atomic<bool> stopped_itself{false};
     std::thread waiter([&] {
       int sig = 0;

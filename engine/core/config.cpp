@@ -253,7 +253,8 @@ BackendConfig read_backend(const Section& s) {
   BackendConfig c;
   c.kind = s.str("kind", c.kind);
   if (c.kind != "auto" && c.kind != "vulkan" && c.kind != "cpu" && c.kind != "reference")
-    s.fail_at(s.child("kind"), fmt::format("backend.kind must be one of auto, vulkan, cpu, reference (got '{}')", c.kind));
+    s.fail_at(s.child("kind"),
+              fmt::format("backend.kind must be one of auto, vulkan, cpu, reference (got '{}')", c.kind));
   c.device = s.str("device", c.device);
   c.allow_cpu_fallback = s.boolean("allow_cpu_fallback", c.allow_cpu_fallback);
   return c;
@@ -350,7 +351,8 @@ CacheConfig read_cache(const Section& s) {
 
 ModelConfig read_model(const Section& s, const std::string& base) {
   s.expect_map({"name", "path", "arch", "max_context", "max_batch_tokens", "max_seqs", "cache", "tool_parser",
-                "reasoning_parser", "chat_template", "parse_special_in_content", "sampling", "description"});
+                "reasoning_parser", "chat_template", "parse_special_in_content", "sampling", "description", "aliases",
+                "json_whitespace"});
   ModelConfig c;
   c.name = s.str("name", "", true);
   c.path = resolve(base, s.str("path", "", true));
@@ -365,6 +367,15 @@ ModelConfig read_model(const Section& s, const std::string& base) {
   c.parse_special_in_content = s.boolean("parse_special_in_content", c.parse_special_in_content);
   c.description = s.str("description", "");
   if (s.has("sampling")) c.sampling = read_sampling(s.section("sampling"));
+  c.aliases = s.strings("aliases");
+  for (size_t i = 0; i < c.aliases.size(); ++i)
+    if (c.aliases[i].empty())
+      s.fail_at(s.child("aliases")[i],
+                fmt::format("{}[{}] is empty: give a model name or a glob", s.sub("aliases"), i));
+  c.json_whitespace = s.str("json_whitespace", c.json_whitespace);
+  if (c.json_whitespace != "compact" && c.json_whitespace != "flexible")
+    s.fail_at(s.child("json_whitespace"),
+              fmt::format("{} must be compact or flexible (got '{}')", s.sub("json_whitespace"), c.json_whitespace));
   return c;
 }
 
@@ -397,6 +408,17 @@ Config parse(const YAML::Node& root, const std::string& file, const std::string&
         s.fail_at(ms[i]["name"], fmt::format("duplicate model name '{}': names must be unique", m.name));
       cfg.models.push_back(std::move(m));
     }
+    // An exact alias names one model: not another's name, nor another's alias.
+    std::set<std::string> aliases;
+    for (size_t i = 0; i < cfg.models.size(); ++i)
+      for (size_t j = 0; j < cfg.models[i].aliases.size(); ++j) {
+        const std::string& a = cfg.models[i].aliases[j];
+        Section s(&cfg.file, ms[i], fmt::format("models[{}]", i));
+        if (names.count(a) && a != cfg.models[i].name)
+          s.fail_at(ms[i]["aliases"][j], fmt::format("alias '{}' is the name of another model", a));
+        if (!aliases.insert(a).second)
+          s.fail_at(ms[i]["aliases"][j], fmt::format("alias '{}' is given twice: an alias names one model", a));
+      }
   }
   return cfg;
 }
@@ -508,6 +530,10 @@ std::string Config::to_yaml() const {
       e << YAML::Key << "chat_template" << YAML::Value << m.chat_template;
       e << YAML::Key << "parse_special_in_content" << YAML::Value << m.parse_special_in_content;
       e << YAML::Key << "description" << YAML::Value << m.description;
+      e << YAML::Key << "aliases" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (const std::string& a : m.aliases) e << a;
+      e << YAML::EndSeq;
+      e << YAML::Key << "json_whitespace" << YAML::Value << m.json_whitespace;
       e << YAML::Key << "sampling" << YAML::Value << YAML::BeginMap;
       emit_opt(e, "temperature", m.sampling.temperature);
       emit_opt(e, "top_p", m.sampling.top_p);

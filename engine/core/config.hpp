@@ -104,6 +104,13 @@ struct ModelConfig {
   bool parse_special_in_content = false;
   std::string description;  ///< shown in /v1/models beside the model type and path
   SamplingConfig sampling;
+  /** More names requests may use for this model: exact names, or globs with * and ? ("claude-*",
+   *  "gpt-4o*"; "*" takes any name no model or exact alias has). Coding agents send their own. */
+  std::vector<std::string> aliases;
+  /** JSON under response_format / guided_json: "compact" (separators ", " and ": ", no other
+   *  whitespace) or "flexible" (whitespace between tokens, bounded); a request's json_whitespace
+   *  overrides it. */
+  std::string json_whitespace = "compact";
 };
 
 struct Config {

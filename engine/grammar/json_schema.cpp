@@ -249,7 +249,11 @@ class Compiler {
   // --- grammar pieces
   std::vector<Sequence> alternatives(const PtrSet& flat);
   Sequence ws();
-  Sequence sep(char c) { return cat(cat(ws(), {g_.byte(static_cast<uint8_t>(c))}), ws()); }
+  Sequence sep(char c) {
+    Sequence s = ws();
+    for (char b : c == ',' ? opts_.item_separator : opts_.key_separator) s.push_back(g_.byte(static_cast<uint8_t>(b)));
+    return cat(s, ws());
+  }
   Element char_unit();
   Element any_string_content();
   Sequence spelled(std::string_view text);

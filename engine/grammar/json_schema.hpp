@@ -21,8 +21,12 @@ struct SchemaOptions {
   /** Objects allow no properties beyond `properties` unless additionalProperties says otherwise
    *  (OpenAI strict mode); false: JSON Schema's default (any additional property). */
   bool strict = true;
-  /** Whitespace allowed between tokens: up to this many of space, \n, \t, \r per gap (0: compact). */
+  /** Whitespace allowed between tokens: up to this many of space, \n, \t, \r per gap (0: none). */
   int max_whitespace = 24;
+  /** The text between array items / object members and between a key and its value, before any
+   *  whitespace above: "," and ":" (compact), or ", " and ": " (Python's json.dumps, llguidance's
+   *  default) with no free whitespace, so that a model cannot spend its tokens on blanks. */
+  std::string_view item_separator = ",", key_separator = ":";
   /** Numbers as a generating model should write them: integers without ".0" or exponents, at most
    *  15 digits before and after the point (exact as a double), exponents of at most two
    *  digits (every value reads back as an int64 or a double). false: every JSON spelling of a valid

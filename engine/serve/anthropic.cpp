@@ -192,23 +192,36 @@ json to_openai(const json& a, const std::vector<std::regex>& volatile_lines, boo
       if (!tc.contains("name") || !tc["name"].is_string())
         bad("tool_choice.name", "tool_choice 'tool' needs the 'name' of the tool to call");
       o["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc["name"]}}}};
-    }
-    else
+    } else
       bad("tool_choice", "'tool_choice' must be {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}");
   }
   if (a.contains("tool_choice") && a["tool_choice"].is_object()) {
     const json& tc = a["tool_choice"];
     if (auto d = tc.find("disable_parallel_tool_use"); d != tc.end()) {
-      if (!d->is_boolean()) bad("tool_choice.disable_parallel_tool_use", "'disable_parallel_tool_use' must be true or false");
+      if (!d->is_boolean())
+        bad("tool_choice.disable_parallel_tool_use", "'disable_parallel_tool_use' must be true or false");
       o["parallel_tool_calls"] = !d->get<bool>();
     }
   }
+  // Thinking is off unless the request enables it, as on Anthropic's API (a template's own default
+  // may be on: Qwen3.5 thinks unless told not to).
+  bool thinking = false;
   if (a.contains("thinking")) {
     const json& t = a["thinking"];
     const std::string type = t.is_object() ? t.value("type", "") : "";
     if (type != "enabled" && type != "disabled")
       bad("thinking", "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}");
-    o["chat_template_kwargs"] = {{"enable_thinking", type == "enabled"}};
+    thinking = type == "enabled";
+  }
+  if (thinking && o.contains("tool_choice") && o["tool_choice"] != "auto" && o["tool_choice"] != "none")
+    bad("tool_choice",
+        "Thinking may not be enabled when tool_choice forces tool use: use tool_choice "
+        "{\"type\": \"auto\"} or disable thinking");
+  o["chat_template_kwargs"] = {{"enable_thinking", thinking}};
+  // A final assistant message is a prefill: the answer continues it rather than starting a turn.
+  if (a["messages"].back().is_object() && a["messages"].back().value("role", "") == "assistant") {
+    o["continue_final_message"] = true;
+    o["add_generation_prompt"] = false;
   }
   return o;
 }

@@ -61,12 +61,24 @@ Element body(Grammar& g, const ConstraintSpec& spec, std::string_view tool_parse
     case Kind::json_schema: {
       grammar::SchemaOptions so;
       so.strict = spec.kind == Kind::json_schema && spec.strict;
-      so.max_whitespace = kValueWhitespace;
       so.canonical_numbers = true;
+      if (spec.flexible_whitespace) {
+        so.max_whitespace = kValueWhitespace;
+      } else {
+        so.max_whitespace = 0;
+        so.item_separator = ", ";
+        so.key_separator = ": ";
+      }
       const std::string text = spec.kind == Kind::json_object ? std::string(R"({"type": "object"})") : spec.text;
       const Element v = grammar::add_schema(g, text, so, "value");
+      if (!spec.flexible_whitespace) return v;
       const Element ws = whitespace(g, kBodyWhitespace);
       return g.add("body", {{ws, v, ws}});
+    }
+    case Kind::choice: {
+      std::vector<Sequence> alternatives;
+      for (const std::string& c : spec.choices) alternatives.push_back(g.literal(c));
+      return g.add("choice", std::move(alternatives));
     }
     case Kind::regex:
       return grammar::compile_regex(g, spec.text, {.json_string = false, .search = false}, "body");
@@ -142,10 +154,11 @@ std::shared_ptr<const grammar::CompiledGrammar> GrammarCache::get(const Constrai
                                                                   const ReasoningFrame& frame,
                                                                   std::string_view tool_parser, bool specials_as_text) {
   if (!tok_) throw_error("[serve] this model has no tokenizer, so its output cannot be constrained");
-  std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|", static_cast<int>(spec.kind), spec.strict,
-                                spec.parallel, spec.calls_optional, frame.open, frame.close, frame.inside,
-                                fmt::join(frame.never, "\x1f"), tool_parser, specials_as_text);
+  std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|", static_cast<int>(spec.kind), spec.strict,
+                                spec.parallel, spec.calls_optional, spec.flexible_whitespace, frame.open, frame.close,
+                                frame.inside, fmt::join(frame.never, "\x1f"), tool_parser, specials_as_text);
   key += spec.text;
+  for (const std::string& c : spec.choices) key += fmt::format("|{}|{}", c.size(), c);
   for (const grammar::ToolSpec& t : spec.tools) key += fmt::format("|{}|{}|{}", t.name.size(), t.name, t.parameters);
   {
     std::lock_guard lock(mu_);

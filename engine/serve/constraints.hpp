@@ -24,11 +24,15 @@ class Tokenizer;
 namespace kiln::serve {
 
 struct ConstraintSpec {
-  enum class Kind { none, json_object, json_schema, regex, ebnf, tools };
+  enum class Kind { none, json_object, json_schema, regex, ebnf, tools, choice };
   Kind kind = Kind::none;
-  std::string text;                      ///< json_schema: the schema's JSON; regex; ebnf
-  std::string param;                     ///< the request field it came from (400s name it)
-  bool strict = true;                    ///< json_schema: additionalProperties false unless the schema says otherwise
+  std::string text;    ///< json_schema: the schema's JSON; regex; ebnf
+  std::string param;   ///< the request field it came from (400s name it)
+  bool strict = true;  ///< json_schema: additionalProperties false unless the schema says otherwise
+  /** json_object / json_schema: whitespace anywhere between tokens (up to a bound per gap); false:
+   *  separators ", " and ": " and nothing else, so a small model cannot spend max_tokens on blanks. */
+  bool flexible_whitespace = false;
+  std::vector<std::string> choices;      ///< choice: the output is exactly one of these (guided_choice)
   std::vector<grammar::ToolSpec> tools;  ///< tools: the calls allowed (all for "required", one when named)
   bool parallel = true;                  ///< tools: parallel_tool_calls
   bool calls_optional = false;           ///< tools: text, or calls (tool_choice auto with strict tools)

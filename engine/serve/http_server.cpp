@@ -1,6 +1,7 @@
 #include "serve/http_server.hpp"
 
 #include <fmt/format.h>
+#include <fnmatch.h>
 #include <httplib.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -160,12 +161,22 @@ struct HttpServer::Impl {
               "invalid_request_error", ""};
       return nullptr;
     }
+    // A model's name, then an exact alias, then the first alias glob that matches (in YAML order).
     for (auto& m : models)
       if (m->name() == name) return m.get();
+    for (auto& m : models)
+      for (const std::string& a : m->config().aliases)
+        if (a == name) return m.get();
+    for (auto& m : models)
+      for (const std::string& a : m->config().aliases)
+        if (a.find_first_of("*?[") != std::string::npos && ::fnmatch(a.c_str(), name.c_str(), 0) == 0) return m.get();
     std::string names;
     for (auto& m : models) names += (names.empty() ? "" : ", ") + m->name();
-    *err = {404, fmt::format("the model '{}' does not exist; this server serves: {}", name, names), "model",
-            "invalid_request_error", "model_not_found"};
+    *err = {404,
+            fmt::format("the model '{}' does not exist; this server serves: {} (a model's 'aliases' in the YAML "
+                        "can route other names to it)",
+                        name, names),
+            "model", "invalid_request_error", "model_not_found"};
     return nullptr;
   }
   Engine& engine_of(const ServedModel* m) {
@@ -279,13 +290,20 @@ void HttpServer::Impl::serve(const httplib::Request& req, httplib::Response& res
   auto done = [admission](int status) { admission->end(status); };
   GenRequest& g = *api->gen;
   engine_of(api->model).submit(api->gen);
-  std::string why, param;
-  switch (g.wait_prepared(std::chrono::seconds(cfg.request_timeout_s), &why, &param)) {
+  std::string why, param, code;
+  switch (g.wait_prepared(std::chrono::seconds(cfg.request_timeout_s), &why, &param, &code)) {
     case GenRequest::Prepared::ok:
       break;
     case GenRequest::Prepared::refused:
       done(400);
-      return send_error(res, {400, why, param, "invalid_request_error", ""});
+      if (anthropic && code == "context_length_exceeded")  // Anthropic's own wording, which its clients read
+        why = g.overflow_output
+                  ? fmt::format(
+                        "input length and `max_tokens` exceed context limit: {} + {} > {}, "
+                        "decrease input length or `max_tokens` and try again",
+                        g.overflow_prompt, g.overflow_output, g.overflow_limit)
+                  : fmt::format("prompt is too long: {} tokens > {} maximum", g.overflow_prompt, g.overflow_limit);
+      return send_error(res, {400, why, param, "invalid_request_error", code});
     case GenRequest::Prepared::timed_out:
       g.cancelled.store(true);
       done(503);
@@ -349,7 +367,7 @@ void HttpServer::Impl::serve(const httplib::Request& req, httplib::Response& res
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
-      "text/event-stream",
+      "text/event-stream; charset=utf-8",  // without the charset, Python's requests reads it as Latin-1
       [this, api, writer, live, finished, deadline, done, anthropic](size_t, httplib::DataSink& sink) {
         GenRequest& r = *api->gen;
         std::vector<Piece> pieces;
@@ -463,6 +481,12 @@ void HttpServer::Impl::detokenize(const httplib::Request& req, httplib::Response
 }
 
 void HttpServer::Impl::routes() {
+  // httplib's default also sets SO_REUSEPORT, which lets a second server bind a port this one holds
+  // and silently take part of its connections: SO_REUSEADDR alone (restarts over TIME_WAIT).
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   svr.set_payload_max_length(cfg.max_request_bytes);
   svr.set_read_timeout(cfg.read_timeout_s, 0);
   svr.set_write_timeout(30, 0);

@@ -211,45 +211,105 @@ void parse_response_format(const json& body, GenRequest& r) {
     auto st = js->find("strict");
     c.strict = st != js->end() && st->is_boolean() && st->get<bool>();
   } else {
-    bad("response_format.type", fmt::format("'response_format.type' must be text, json_object or json_schema (got '{}')", type));
+    bad("response_format.type",
+        fmt::format("'response_format.type' must be text, json_object or json_schema (got '{}')", type));
   }
   set_constraint(r, std::move(c));
 }
 
-/** The completions extension fields (vLLM's guided_* names too): grammar (EBNF), regex, json_schema. */
-void parse_grammar_fields(const json& body, GenRequest& r) {
+/** One grammar field's value as a constraint: `kind` says how `v` reads (param names it in 400s). */
+ConstraintSpec grammar_field(const json& v, ConstraintSpec::Kind kind, const std::string& param) {
+  ConstraintSpec c;
+  c.kind = kind;
+  c.param = param;
+  if (kind == ConstraintSpec::Kind::json_schema) {
+    // An object, or its JSON text (vLLM accepts both).
+    json schema = v;
+    if (v.is_string()) {
+      try {
+        schema = json::parse(v.get<std::string>());
+      } catch (const json::exception&) {
+        bad(param, fmt::format("'{}' must be a JSON Schema (an object, or its JSON text)", param));
+      }
+    }
+    if (!schema.is_object() && !schema.is_boolean())
+      bad(param, fmt::format("'{}' must be a JSON Schema (an object, or its JSON text)", param));
+    c.text = v.is_string() ? v.get<std::string>() : schema.dump();  // text: the client's key order
+    c.strict = false;                                               // plain JSON Schema semantics
+  } else if (kind == ConstraintSpec::Kind::choice) {
+    if (!v.is_array() || v.empty())
+      bad(param, fmt::format("'{}' must be a non-empty array of strings (the output is one of them)", param));
+    for (const json& x : v) {
+      if (!x.is_string()) bad(param, fmt::format("'{}' must be a non-empty array of strings", param));
+      c.choices.push_back(x.get<std::string>());
+    }
+  } else {
+    if (!v.is_string() || v.get_ref<const std::string&>().empty())
+      bad(param, fmt::format("'{}' must be a non-empty string", param));
+    c.text = v.get<std::string>();
+  }
+  return c;
+}
+
+/**
+ * The grammar fields beside response_format, on both routes: kiln's and vLLM's guided_* names, and
+ * vLLM's structured_outputs object. A field of that family kiln does not implement is refused by
+ * name rather than dropped (the client would get unconstrained output it did not ask for).
+ */
+void parse_grammar_fields(const json& body, GenRequest& r, std::optional<bool>* compact) {
+  using Kind = ConstraintSpec::Kind;
   const struct {
     const char* name;
-    ConstraintSpec::Kind kind;
-  } kFields[] = {{"grammar", ConstraintSpec::Kind::ebnf},       {"guided_grammar", ConstraintSpec::Kind::ebnf},
-                 {"regex", ConstraintSpec::Kind::regex},         {"guided_regex", ConstraintSpec::Kind::regex},
-                 {"json_schema", ConstraintSpec::Kind::json_schema}, {"guided_json", ConstraintSpec::Kind::json_schema}};
-  for (const auto& f : kFields) {
-    const json* v = field(body, f.name);
-    if (!v) continue;
-    ConstraintSpec c;
-    c.kind = f.kind;
-    c.param = f.name;
-    if (f.kind == ConstraintSpec::Kind::json_schema) {
-      // An object, or its JSON text (vLLM accepts both).
-      json schema = *v;
-      if (v->is_string()) {
-        try {
-          schema = json::parse(v->get<std::string>());
-        } catch (const json::exception&) {
-          bad(f.name, fmt::format("'{}' must be a JSON Schema (an object, or its JSON text)", f.name));
+    Kind kind;
+  } kFields[] = {{"grammar", Kind::ebnf},        {"guided_grammar", Kind::ebnf},     {"regex", Kind::regex},
+                 {"guided_regex", Kind::regex},  {"json_schema", Kind::json_schema}, {"guided_json", Kind::json_schema},
+                 {"guided_choice", Kind::choice}};
+  for (const auto& f : kFields)
+    if (const json* v = field(body, f.name)) set_constraint(r, grammar_field(*v, f.kind, f.name));
+  for (const char* name : {"guided_whitespace_pattern", "structural_tag", "guided_json_object"})
+    if (field(body, name))
+      bad(name, fmt::format("'{}' is not supported; see docs/structured-outputs.md for the grammar fields kiln "
+                            "takes (json_whitespace sets JSON whitespace)",
+                            name));
+  if (const json* so = field(body, "structured_outputs")) {
+    if (!so->is_object()) bad("structured_outputs", "'structured_outputs' must be an object");
+    const struct {
+      const char* name;
+      Kind kind;
+    } kKeys[] = {
+        {"json", Kind::json_schema}, {"regex", Kind::regex}, {"grammar", Kind::ebnf}, {"choice", Kind::choice}};
+    bool closed = false;
+    for (const auto& [key, v] : so->items()) {
+      const std::string param = "structured_outputs." + key;
+      if (v.is_null()) continue;
+      bool known = false;
+      for (const auto& k : kKeys)
+        if (key == k.name) {
+          set_constraint(r, grammar_field(v, k.kind, param));
+          known = true;
         }
+      if (known) continue;
+      if (key == "json_object") {
+        if (!v.is_boolean()) bad(param, fmt::format("'{}' must be true or false", param));
+        if (v.get<bool>()) {
+          ConstraintSpec c;
+          c.kind = Kind::json_object;
+          c.param = param;
+          set_constraint(r, std::move(c));
+        }
+      } else if (key == "disable_any_whitespace") {
+        if (!v.is_boolean()) bad(param, fmt::format("'{}' must be true or false", param));
+        *compact = v.get<bool>();
+      } else if (key == "disable_additional_properties") {  // objects closed unless the schema opens them
+        if (!v.is_boolean()) bad(param, fmt::format("'{}' must be true or false", param));
+        closed = v.get<bool>();
+      } else if (key != "backend" && key != "disable_fallback") {  // those two name an implementation
+        bad(param, fmt::format("'{}' is not supported (kiln takes json, regex, grammar, choice, json_object, "
+                               "disable_any_whitespace and disable_additional_properties)",
+                               param));
       }
-      if (!schema.is_object() && !schema.is_boolean())
-        bad(f.name, fmt::format("'{}' must be a JSON Schema (an object, or its JSON text)", f.name));
-      c.text = v->is_string() ? v->get<std::string>() : schema.dump();  // text: the client's key order
-      c.strict = false;  // plain JSON Schema semantics
-    } else {
-      if (!v->is_string() || v->get_ref<const std::string&>().empty())
-        bad(f.name, fmt::format("'{}' must be a non-empty string", f.name));
-      c.text = v->get<std::string>();
     }
-    set_constraint(r, std::move(c));
+    if (r.constraint.param == "structured_outputs.json") r.constraint.strict = closed;
   }
 }
 
@@ -288,16 +348,16 @@ void parse_tool_choice(json& body, const json* tools, GenRequest& r) {
     c.param = "tools";
     return set_constraint(r, std::move(c));
   }
-  if (!tools || tools->empty())
-    bad("tool_choice", "tool_choice 'required' or a named function needs 'tools'");
+  if (!tools || tools->empty()) bad("tool_choice", "tool_choice 'required' or a named function needs 'tools'");
   if (choice == "required") {
     for (const json& t : *tools) c.tools.push_back(spec_of(t));
     return set_constraint(r, std::move(c));
   }
   if (!tc->is_object() || tc->value("type", "") != "function" || !tc->contains("function") ||
       !(*tc)["function"].is_object() || !(*tc)["function"].contains("name") || !(*tc)["function"]["name"].is_string())
-    bad("tool_choice", "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", \"function\": "
-                       "{\"name\": ...}}");
+    bad("tool_choice",
+        "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", \"function\": "
+        "{\"name\": ...}}");
   const std::string name = (*tc)["function"]["name"].get<std::string>();
   for (const json& t : *tools)
     if (t["function"]["name"] == name) c.tools.push_back(spec_of(t));
@@ -331,6 +391,7 @@ void keep_declared_order(std::string_view text, ConstraintSpec& c) {
     const ordered* s = at({"response_format", "json_schema", "schema"});
     for (const char* f : {"json_schema", "guided_json"})
       if (c.param == f) s = at({f});
+    if (c.param == "structured_outputs.json") s = at({"structured_outputs", "json"});
     if (s && s->is_string()) s = nullptr;  // given as text: already in the client's order
     if (s) c.text = s->dump();
   } else if (c.kind == ConstraintSpec::Kind::tools) {
@@ -338,8 +399,8 @@ void keep_declared_order(std::string_view text, ConstraintSpec& c) {
     if (!tools || !tools->is_array()) return;
     for (grammar::ToolSpec& t : c.tools)
       for (const ordered& x : *tools)
-        if (x.contains("function") && x["function"].value("name", "") == t.name && x["function"].contains("parameters") &&
-            !x["function"]["parameters"].is_null())
+        if (x.contains("function") && x["function"].value("name", "") == t.name &&
+            x["function"].contains("parameters") && !x["function"]["parameters"].is_null())
           t.parameters = x["function"]["parameters"].dump();
   }
 }
@@ -430,7 +491,6 @@ void parse_prompt(const json& body, GenRequest& r) {
   if (auto b = integer(body, "best_of", 1, 1); !b && field(body, "best_of"))
     bad("best_of", "'best_of' other than 1 is not supported");
   parse_response_format(body, r);
-  parse_grammar_fields(body, r);
 }
 
 }  // namespace
@@ -516,6 +576,16 @@ std::optional<ApiRequest> parse_request(std::string_view text, bool chat, const 
       parse_chat(body, *r, limits);
     else
       parse_prompt(body, *r);
+    std::optional<bool> compact;
+    parse_grammar_fields(body, *r, &compact);
+    if (const json* w = field(body, "json_whitespace")) {
+      if (!w->is_string() || (*w != "compact" && *w != "flexible"))
+        bad("json_whitespace", "'json_whitespace' must be \"compact\" or \"flexible\"");
+      if (compact && *compact != (*w == "compact"))
+        bad("json_whitespace", "'json_whitespace' and 'structured_outputs.disable_any_whitespace' disagree");
+      compact = *w == "compact";
+    }
+    r->constraint.flexible_whitespace = !compact.value_or(out.model->config().json_whitespace == "compact");
     if (!r->constraint.empty()) keep_declared_order(text, r->constraint);
     out.gen = std::move(r);
     return out;
@@ -596,6 +666,7 @@ std::string ResponseWriter::chunk(uint32_t index, const std::string& delta_or_te
             {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
             {"created", created_},
             {"model", model_},
+            {"system_fingerprint", nullptr},  // OpenAI sends the field; clients read it
             {"choices", json::array({c})}};
   return "data: " + dump(j) + "\n\n";
 }
@@ -632,6 +703,7 @@ std::string ResponseWriter::stream_end(const Usage& u) {
               {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
               {"created", created_},
               {"model", model_},
+              {"system_fingerprint", nullptr},
               {"choices", json::array()},
               {"usage",
                {{"prompt_tokens", u.prompt_tokens},
@@ -671,6 +743,7 @@ std::string ResponseWriter::final_body(const Usage& u) const {
             {"object", req_.chat ? "chat.completion" : "text_completion"},
             {"created", created_},
             {"model", model_},
+            {"system_fingerprint", nullptr},
             {"choices", choices},
             {"usage",
              {{"prompt_tokens", u.prompt_tokens},

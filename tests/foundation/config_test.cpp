@@ -1,11 +1,11 @@
 // YAML configuration: valid files, defaults, and errors that name file:line:col and the expected form.
+#include "core/config.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
-
-#include "core/config.hpp"
 
 namespace kiln {
 namespace {
@@ -85,15 +85,26 @@ TEST(Config, UnknownTopLevelSection) {
 }
 
 TEST(Config, WrongTypes) {
-  EXPECT_EQ(error_of("server:\n  port: eighty\n").rfind("test.yaml:2:9: server.port must be a port number (got 'eighty')", 0), 0u);
-  EXPECT_EQ(error_of("server:\n  port: 70000\n").rfind("test.yaml:2:9: server.port must be a port number in [0, 65535]", 0), 0u);
-  EXPECT_EQ(error_of("plugins:\n  paths: /one/path\n").rfind("test.yaml:2:10: plugins.paths must be a list of strings", 0), 0u);
+  EXPECT_EQ(
+      error_of("server:\n  port: eighty\n").rfind("test.yaml:2:9: server.port must be a port number (got 'eighty')", 0),
+      0u);
+  EXPECT_EQ(
+      error_of("server:\n  port: 70000\n").rfind("test.yaml:2:9: server.port must be a port number in [0, 65535]", 0),
+      0u);
+  EXPECT_EQ(
+      error_of("plugins:\n  paths: /one/path\n").rfind("test.yaml:2:10: plugins.paths must be a list of strings", 0),
+      0u);
   EXPECT_EQ(error_of("models: {name: a}\n").rfind("test.yaml:1:9: models must be a list", 0), 0u);
   EXPECT_EQ(error_of("server: 5\n").rfind("test.yaml:1:9: server must be a mapping", 0), 0u);
-  EXPECT_EQ(error_of("backend:\n  kind: metal\n").rfind("test.yaml:2:9: backend.kind must be one of auto, vulkan, cpu, reference (got 'metal')", 0), 0u);
-  EXPECT_EQ(error_of("backend:\n  allow_cpu_fallback: maybe\n").rfind("test.yaml:2:23: backend.allow_cpu_fallback must be true or false", 0), 0u);
+  EXPECT_EQ(error_of("backend:\n  kind: metal\n")
+                .rfind("test.yaml:2:9: backend.kind must be one of auto, vulkan, cpu, reference (got 'metal')", 0),
+            0u);
+  EXPECT_EQ(error_of("backend:\n  allow_cpu_fallback: maybe\n")
+                .rfind("test.yaml:2:23: backend.allow_cpu_fallback must be true or false", 0),
+            0u);
   std::string mem = error_of("models:\n  - name: a\n    path: p\n    cache: {memory: lots}\n");
-  EXPECT_EQ(mem.rfind("test.yaml:4:21: models[0].cache.memory must be a size such as 2GiB or a fraction", 0), 0u) << mem;
+  EXPECT_EQ(mem.rfind("test.yaml:4:21: models[0].cache.memory must be a size such as 2GiB or a fraction", 0), 0u)
+      << mem;
 }
 
 TEST(Config, QuantizedKvCacheAndPerLayerDtypes) {
@@ -103,7 +114,8 @@ TEST(Config, QuantizedKvCacheAndPerLayerDtypes) {
   EXPECT_EQ(c.models[0].cache.kv_layers, (std::map<int, std::string>{{0, "f16"}, {-1, "q8"}}));
   const std::string m = "models:\n  - name: a\n    path: p\n    cache: ";
   std::string e = error_of(m + "{kv_dtype: q8_0}\n");
-  EXPECT_EQ(e.rfind("test.yaml:4:23: models[0].cache.kv_dtype must be one of f32, f16, bf16, q8, q4 (got 'q8_0')", 0), 0u)
+  EXPECT_EQ(e.rfind("test.yaml:4:23: models[0].cache.kv_dtype must be one of f32, f16, bf16, q8, q4 (got 'q8_0')", 0),
+            0u)
       << e;
   e = error_of(m + "{kv_layers: {last: f16}}\n");
   EXPECT_NE(e.find("models[0].cache.kv_layers keys must be layer indices"), std::string::npos) << e;
@@ -124,6 +136,34 @@ TEST(Config, DuplicateModelNames) {
   EXPECT_EQ(e.rfind("test.yaml:3:12: duplicate model name 'a'", 0), 0u) << e;
 }
 
+TEST(Config, AliasesAndJsonWhitespace) {
+  Config c = Config::load_string(R"(models:
+  - name: a
+    path: /m/a
+    aliases: [gpt-4o, "claude-*"]
+    json_whitespace: flexible
+  - name: b
+    path: /m/b
+)",
+                                 "a.yaml");
+  EXPECT_EQ(c.models[0].aliases, (std::vector<std::string>{"gpt-4o", "claude-*"}));
+  EXPECT_EQ(c.models[0].json_whitespace, "flexible");
+  EXPECT_TRUE(c.models[1].aliases.empty());
+  EXPECT_EQ(c.models[1].json_whitespace, "compact");
+  EXPECT_NE(
+      error_of("models:\n  - name: a\n    path: /m\n    aliases: [x]\n  - name: b\n    path: /m\n    aliases: [x]\n")
+          .find("test.yaml:7:15: alias 'x' is given twice"),
+      std::string::npos)
+      << error_of(
+             "models:\n  - name: a\n    path: /m\n    aliases: [x]\n  - name: b\n    path: /m\n    aliases: [x]\n");
+  EXPECT_NE(error_of("models:\n  - name: a\n    path: /m\n    aliases: [b]\n  - name: b\n    path: /m\n")
+                .find("alias 'b' is the name of another model"),
+            std::string::npos);
+  EXPECT_NE(error_of("models:\n  - name: a\n    path: /m\n    json_whitespace: loose\n")
+                .find("json_whitespace must be compact or flexible"),
+            std::string::npos);
+}
+
 TEST(Config, SyntaxErrorHasPosition) {
   std::string e = error_of("server:\n  port: [1, 2\n");
   EXPECT_EQ(e.rfind("test.yaml:", 0), 0u) << e;
@@ -135,7 +175,8 @@ TEST(Config, MissingFileIsAClearError) {
     Config::load_file("/definitely/not/here.yaml");
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_EQ(std::string(e.what()), "/definitely/not/here.yaml: cannot read the file (does it exist and is it readable?)");
+    EXPECT_EQ(std::string(e.what()),
+              "/definitely/not/here.yaml: cannot read the file (does it exist and is it readable?)");
   }
 }
 
@@ -159,7 +200,8 @@ TEST(Config, ByteSizes) {
   EXPECT_EQ(v, 1572864u);
   EXPECT_TRUE(parse_byte_size("2GB", &v));
   EXPECT_EQ(v, 2000000000u);
-  for (const char* bad : {"", "GiB", "12 parsecs", "-1", "1e999", "1.2.3MiB"}) EXPECT_FALSE(parse_byte_size(bad, &v)) << bad;
+  for (const char* bad : {"", "GiB", "12 parsecs", "-1", "1e999", "1.2.3MiB"})
+    EXPECT_FALSE(parse_byte_size(bad, &v)) << bad;
 }
 
 }  // namespace

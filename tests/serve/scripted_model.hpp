@@ -95,10 +95,11 @@ inline json request_body() {
 /**
  * Writes the tokenizer, template and a script that answers `request_body()` with f.script (unless
  * `answer_request_body` is false) and each of `more` (a chat body, its answer) after its own
- * rendered prompt (their rows must not overlap).
+ * rendered prompt (their rows must not overlap). `padded_rows` output rows past the tokenizer's
+ * last id (a padded vocabulary) get a logit above the script's at every position.
  */
 inline std::string write_model(const Family& f, const std::vector<std::pair<json, std::string>>& more = {},
-                               bool answer_request_body = true) {
+                               bool answer_request_body = true, int padded_rows = 0) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("kiln_scripted_" + f.name + "_" + std::to_string(::getpid())))
           .string();
@@ -141,7 +142,7 @@ inline std::string write_model(const Family& f, const std::vector<std::pair<json
   };
   write("tokenizer.json", tok.dump());
   write("tokenizer_config.json", cfg.dump());
-  const int64_t V = 256 + static_cast<int64_t>(f.added.size()), P = 1024;
+  const int64_t tokens = 256 + static_cast<int64_t>(f.added.size()), V = tokens + padded_rows, P = 1024;
   write("config.json",
         json{{"model_type", "kiln_test_scripted"}, {"vocab_size", V}, {"max_context", P}, {"eos_token_id", 256 + 1}}
             .dump());
@@ -152,8 +153,10 @@ inline std::string write_model(const Family& f, const std::vector<std::pair<json
   std::vector<std::pair<json, std::string>> scripts;
   if (answer_request_body) scripts.push_back({request_body(), f.script});
   scripts.insert(scripts.end(), more.begin(), more.end());
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t id = tokens; id < V; ++id) table[static_cast<size_t>(p * V + id)] = 50;
   for (auto [body, script] : scripts) {
-    body["add_generation_prompt"] = true;
+    if (!body.contains("add_generation_prompt")) body["add_generation_prompt"] = true;
     const size_t L = t.encode(ct.render_request(body.dump())).size();
     std::vector<int32_t> answer = t.encode(script);
     answer.push_back(*t.token_to_id(f.eos));

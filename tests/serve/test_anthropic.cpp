@@ -17,6 +17,7 @@ const json kAnthropicTools = json::parse(R"([{"name": "get_weather", "descriptio
 json turn1() {
   return {{"max_tokens", 600},  // the script is one byte-level token per character
           {"temperature", 0},
+          {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}},
           {"messages", {{{"role", "user"}, {"content", "What is the weather in Paris for the next 3 days?"}}}},
           {"tools", kAnthropicTools}};
 }
