@@ -1,8 +1,11 @@
 // `kiln generate` / `kiln logits` as a user runs them, and the GGUF vocabulary mapped onto kiln_text.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -31,6 +34,37 @@ std::string run(const std::string& args, int* status, bool with_stderr = false) 
 }
 
 }  // namespace
+
+// bench_model --dir: a folder that does not exist is made; a path that is a file is refused with a
+// message and exit status 2, not an uncaught exception.
+TEST(Cli, BenchModelMakesItsFolderAndRefusesAFile) {
+  const std::string bench = std::string(KILN_TEST_BIN_DIR) + "/bench_model";
+  if (!std::filesystem::exists(bench)) GTEST_SKIP() << "bench_model is not built (KILN_BUILD_BENCH=OFF)";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kiln_bench_dir_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string model = std::string(KILN_TEST_SOURCE_DIR) + "/configs/models/stories260K.gguf";
+  const auto bench_with = [&](const std::filesystem::path& d, int* status) {
+    const std::string cmd =
+        bench + " --model " + model + " --prompt 4 --decode 2 --device cpu --keep --dir " + d.string() + " 2>&1";
+    std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+    std::string out;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p.get())) > 0) out.append(buf.data(), n);
+    *status = pclose(p.release());
+    return out;
+  };
+  int status = 0;
+  std::string out = bench_with(dir / "a" / "b", &status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "a" / "b"));
+  std::ofstream(dir / "file") << "x";
+  out = bench_with(dir / "file", &status);
+  EXPECT_EQ(WEXITSTATUS(status), 2) << out;
+  EXPECT_NE(out.find("cannot create that folder"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
 
 TEST(Cli, GenerateStreamsTheStories260KGreedyText) {
   const std::string model = fixture("stories260K/stories260K.gguf");

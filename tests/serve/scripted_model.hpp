@@ -168,4 +168,15 @@ inline std::string write_model(const Family& f, const std::vector<std::pair<json
   return dir;
 }
 
+/** The served model of a script written by write_model into `dir`, with the family's parsers. */
+inline ModelConfig scripted_config(const Family& f, const std::string& dir) {
+  ModelConfig mc;
+  mc.name = "scripted";
+  mc.path = dir;
+  mc.reasoning_parser = f.reasoning_parser;
+  mc.tool_parser = f.tool_parser;
+  mc.cache.memory_bytes = 1 << 20;
+  return mc;
+}
+
 }  // namespace kiln::serve::test

@@ -81,12 +81,7 @@ TEST_P(Messages, ThinkingTextAndToolUseBlocksAndAToolResultRoundTrip) {
   const Family f = GetParam();
   // The script answers the first turn with reasoning, text and a call, the second with text.
   std::string dir = write_model(f);
-  ModelConfig mc;
-  mc.name = "scripted";
-  mc.path = dir;
-  mc.reasoning_parser = f.reasoning_parser;
-  mc.tool_parser = f.tool_parser;
-  mc.cache.memory_bytes = 1 << 20;
+  const ModelConfig mc = scripted_config(f, dir);
   json first_content;
   {
     Server s({}, mc);

@@ -10,16 +10,6 @@
 namespace kiln::serve::test {
 namespace {
 
-ModelConfig scripted_config(const Family& f, const std::string& dir) {
-  ModelConfig mc;
-  mc.name = "scripted";
-  mc.path = dir;
-  mc.reasoning_parser = f.reasoning_parser;
-  mc.tool_parser = f.tool_parser;
-  mc.cache.memory_bytes = 1 << 20;
-  return mc;
-}
-
 /** Every data event of an OpenAI stream (without [DONE]). */
 std::vector<json> data_events(const std::string& body) {
   std::vector<json> out;

@@ -409,12 +409,7 @@ TEST_P(ScriptedStructured, ReasoningIsFreeAndTheBodyIsConstrained) {
   f.name += "_structured";
   const std::string dir = write_model(
       f, {{schema_body, open + reasoning + close + answer}, {tool_body, open + reasoning + close + call}}, false);
-  ModelConfig mc;
-  mc.name = "scripted";
-  mc.path = dir;
-  mc.reasoning_parser = f.reasoning_parser;
-  mc.tool_parser = f.tool_parser;
-  mc.cache.memory_bytes = 1 << 20;
+  const ModelConfig mc = scripted_config(f, dir);
   Server s({}, mc);
   int st = 0;
   const json r = s.post("/v1/chat/completions", schema_body, &st);

@@ -14,12 +14,7 @@ class ToolCalls : public ::testing::TestWithParam<Family> {};
 TEST_P(ToolCalls, StreamedDeltasAssembleToTheOneShotAnswer) {
   const Family f = GetParam();
   const std::string dir = write_model(f);
-  ModelConfig mc;
-  mc.name = "scripted";
-  mc.path = dir;
-  mc.reasoning_parser = f.reasoning_parser;
-  mc.tool_parser = f.tool_parser;
-  mc.cache.memory_bytes = 1 << 20;
+  const ModelConfig mc = scripted_config(f, dir);
   Server s({}, mc);
   int st = 0;
   const json one = s.post("/v1/chat/completions", request_body(), &st);
