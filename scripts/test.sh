@@ -3,7 +3,6 @@
 #   scripts/test.sh            everything (release build, then the ASan+UBSan and TSan builds)
 #   KILN_SKIP_SANITIZE=1 ...   skip the ASan+UBSan build
 #   KILN_SKIP_TSAN=1 ...       skip the ThreadSanitizer build
-#   KILN_TEST_FULL=1 ...       the slowest randomized tests at their full, nightly sizes
 # Prints each stage's wall time and each ctest run's ten slowest tests.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
