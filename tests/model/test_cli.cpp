@@ -22,8 +22,8 @@ using kiln::test::fixture;
 
 namespace {
 
-std::string run(const std::string& args, int* status, bool with_stderr = false) {
-  const std::string cmd = std::string(KILN_TEST_BIN_DIR) + "/kiln " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+/** Runs a shell command; its standard output, and its exit status in `status`. */
+std::string capture(const std::string& cmd, int* status) {
   std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
   std::string out;
   std::array<char, 4096> buf;
@@ -31,6 +31,10 @@ std::string run(const std::string& args, int* status, bool with_stderr = false) 
   while ((n = fread(buf.data(), 1, buf.size(), p.get())) > 0) out.append(buf.data(), n);
   *status = pclose(p.release());
   return out;
+}
+
+std::string run(const std::string& args, int* status, bool with_stderr = false) {
+  return capture(std::string(KILN_TEST_BIN_DIR) + "/kiln " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"), status);
 }
 
 }  // namespace
@@ -45,15 +49,9 @@ TEST(Cli, BenchModelMakesItsFolderAndRefusesAFile) {
   std::filesystem::remove_all(dir);
   const std::string model = std::string(KILN_TEST_SOURCE_DIR) + "/configs/models/stories260K.gguf";
   const auto bench_with = [&](const std::filesystem::path& d, int* status) {
-    const std::string cmd =
-        bench + " --model " + model + " --prompt 4 --decode 2 --device cpu --keep --dir " + d.string() + " 2>&1";
-    std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-    std::string out;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p.get())) > 0) out.append(buf.data(), n);
-    *status = pclose(p.release());
-    return out;
+    return capture(
+        bench + " --model " + model + " --prompt 4 --decode 2 --device cpu --keep --dir " + d.string() + " 2>&1",
+        status);
   };
   int status = 0;
   std::string out = bench_with(dir / "a" / "b", &status);
