@@ -27,8 +27,9 @@ run_ctest() {
   log="$dir/ctest-output.log"
   (cd "$dir" && ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@") 2>&1 | tee "$log"
   echo "test.sh: the ten slowest tests in $dir:"
-  sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$log" | sort -rn | head -10 |
-    awk '{ printf "  %8.1fs  %s\n", $1, $2 }'
+  # awk reads all of sort's output (head would close the pipe early: SIGPIPE, and pipefail fails the run).
+  sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$log" | sort -rn |
+    awk 'NR <= 10 { printf "  %8.1fs  %s\n", $1, $2 }'
 }
 
 stage release-build bash scripts/build.sh build
