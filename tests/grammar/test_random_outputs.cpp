@@ -590,7 +590,7 @@ void run(const char* label, const Vocab& v, int n_schemas, int seeds, Stats& st)
   const auto t0 = std::chrono::steady_clock::now();
   Logits logits(v.n_vocab, 12345);
   const bool verbose = std::getenv("KILN_RANDOM_OUTPUTS_VERBOSE") != nullptr;
-  if (kiln::test::kSanitized) n_schemas = std::max(1, n_schemas / 10);
+  if (kiln::test::reduced()) n_schemas = std::max(1, n_schemas / 10);
   if (const char* n = std::getenv("KILN_RANDOM_OUTPUTS_SCHEMAS")) n_schemas = std::atoi(n);
   for (int i = 0; i < n_schemas; ++i) {
     SchemaGen gen(static_cast<uint64_t>(i) * 7919 + 1);

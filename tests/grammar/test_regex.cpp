@@ -172,7 +172,7 @@ std::string json_escaped(const std::string& s) {
 
 // std::regex backtracks in the reference's own code, which sanitizers slow by 20-100×: under them
 // a tenth of the patterns (the release build runs them all).
-constexpr int kPatternScale = kiln::test::kSanitized ? 10 : 1;
+const int kPatternScale = kiln::test::reduced() ? 10 : 1;
 
 void differential(bool search_mode, uint32_t seed, int patterns) {
   patterns /= kPatternScale;

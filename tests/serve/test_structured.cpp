@@ -113,8 +113,8 @@ TEST_P(RandomWeights, JsonSchemaAnswersParseAndValidate) {
   if (m.dir.empty()) GTEST_SKIP() << "tokenizer oracle or template fixture missing";
   Server s({}, config_of(m));
   // Under a sanitizer the CPU forward is 10-20× slower: two schemas, one seed.
-  const std::vector<int> seeds = kiln::test::kSanitized ? std::vector<int>{1} : std::vector<int>{1, 2};
-  const size_t schemas = kiln::test::kSanitized ? 2 : std::size(kSchemas);
+  const std::vector<int> seeds = kiln::test::reduced() ? std::vector<int>{1} : std::vector<int>{1, 2};
+  const size_t schemas = kiln::test::reduced() ? 2 : std::size(kSchemas);
   for (size_t n = 0; n < schemas; ++n) {
     const json schema = json::parse(kSchemas[n]);
     for (int seed : seeds) {
@@ -161,7 +161,7 @@ TEST_P(RandomWeights, ForcedToolCallsAreParsedAndTyped) {
       "metric": {"type": "boolean"}}, "required": ["city", "days"]}}},
     {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {
       "a": {"type": "number", "minimum": -100, "maximum": 100}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}])");
-  const std::vector<int> seeds = kiln::test::kSanitized ? std::vector<int>{1} : std::vector<int>{1, 2, 3};
+  const std::vector<int> seeds = kiln::test::reduced() ? std::vector<int>{1} : std::vector<int>{1, 2, 3};
   for (int seed : seeds) {
     for (const json& choice : {json("required"), json{{"type", "function"}, {"function", {{"name", "add"}}}}}) {
       json body = chat("What is the weather in Paris?");
@@ -209,7 +209,7 @@ TEST_P(RandomWeights, SimultaneousConstrainedRequestsEachGetTheirOwnAnswer) {
     return b;
   };
   // Eight at once; four under a sanitizer, where a batch of eight outlasts the client's timeout.
-  const int n = kiln::test::kSanitized ? 4 : 8;
+  const int n = kiln::test::reduced() ? 4 : 8;
   std::vector<std::string> alone;
   for (int i = 0; i < n; ++i) {
     const json r = s.post("/v1/chat/completions", body_of(i));
