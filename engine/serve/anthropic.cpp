@@ -3,16 +3,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "core/json_ordered.hpp"
 #include "core/log.hpp"
 #include "serve/served_model.hpp"
 
 namespace kiln::serve {
 namespace {
 
-using nlohmann::json;
+using json = OrderedJson;  // objects in the client's key order
 
 struct Refusal {
   ApiError e;
@@ -173,8 +173,10 @@ json to_openai(const json& a, const std::vector<std::regex>& volatile_lines, boo
             fmt::format("'{}' is a server tool ({}); this server runs client tools only", p, t["type"].dump()));
       const json schema = t.contains("input_schema") ? t["input_schema"] : json{{"type", "object"}};
       if (!schema.is_object()) bad(p + ".input_schema", fmt::format("'{}.input_schema' must be an object", p));
-      json f = {{"name", t["name"]}, {"parameters", schema}};
+      // OpenAI's shape, in the order vLLM's Anthropic route gives the template.
+      json f = {{"name", t["name"]}};
       if (t.contains("description")) f["description"] = t["description"];
+      f["parameters"] = schema;
       tools.push_back({{"type", "function"}, {"function", std::move(f)}});
     }
     o["tools"] = std::move(tools);
@@ -228,15 +230,21 @@ json to_openai(const json& a, const std::vector<std::regex>& volatile_lines, boo
 
 /** The body as JSON; invalid string escapes (`\s` in a tool's regex) kept as written. */
 json parse_lenient(std::string_view body) {
-  json a = json::parse(body, nullptr, false);
-  if (a.is_discarded()) {
-    size_t fixed = 0;
-    const std::string tolerant = tolerate_invalid_escapes(body, &fixed);
-    if (fixed) a = json::parse(tolerant, nullptr, false);
-    if (!a.is_discarded()) log::debug("[serve] /v1/messages: kept {} invalid JSON escape(s) literally", fixed);
+  try {
+    return parse_ordered_json(body);
+  } catch (const json::exception&) {
   }
-  if (a.is_discarded()) bad("", "the request body is not valid JSON");
-  return a;
+  size_t fixed = 0;
+  const std::string tolerant = tolerate_invalid_escapes(body, &fixed);
+  if (fixed) {
+    try {
+      json a = parse_ordered_json(tolerant);
+      log::debug("[serve] /v1/messages: kept {} invalid JSON escape(s) literally", fixed);
+      return a;
+    } catch (const json::exception&) {
+    }
+  }
+  bad("", "the request body is not valid JSON");
 }
 
 template <class Fn>

@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
-#include <nlohmann/json.hpp>
+
+#include "core/json_ordered.hpp"
 
 namespace kiln::serve {
 namespace {
 
-using nlohmann::json;
+using json = OrderedJson;  // objects in the client's key order
 
 constexpr std::string_view kOpen = "\xEF\xB7\x90";   // U+FDD0
 constexpr std::string_view kClose = "\xEF\xB7\x91";  // U+FDD1
@@ -133,7 +134,7 @@ void mark_all(json& v, const Controls& c) {
     json o = json::object();
     for (auto& [k, x] : v.items()) {
       mark_all(x, c);
-      o[mark(k, c)] = std::move(x);
+      append_member(o, mark(k, c), std::move(x));  // marking keeps distinct keys distinct
     }
     v = std::move(o);
   }
@@ -154,8 +155,11 @@ void parse_tool_arguments(json& body) {
       if (fn == call.end() || !fn->is_object()) continue;
       auto args = fn->find("arguments");
       if (args == fn->end() || !args->is_string()) continue;
-      json parsed = json::parse(args->get_ref<const std::string&>(), nullptr, false);
-      if (!parsed.is_discarded() && parsed.is_object()) *args = std::move(parsed);
+      try {
+        json parsed = parse_ordered_json(args->get_ref<const std::string&>());
+        if (parsed.is_object()) *args = std::move(parsed);
+      } catch (const json::exception&) {  // not JSON: the template sees the text
+      }
     }
   }
 }
@@ -174,7 +178,7 @@ size_t mark_at(const std::string& t, size_t i, bool open) {
 }  // namespace
 
 std::string mark_control_tokens(std::string_view request_json, const std::vector<std::string>& controls) {
-  json body = json::parse(request_json);
+  json body = parse_ordered_json(request_json);
   parse_tool_arguments(body);
   mark_all(body, Controls(controls));
   return body.dump();

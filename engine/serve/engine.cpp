@@ -58,6 +58,7 @@ struct Engine::Choice {
 struct Engine::Prep {
   std::shared_ptr<GenRequest> r;
   std::vector<std::vector<int32_t>> prompts;
+  std::vector<bool> from_bos;  ///< per prompt: it was empty, BOS stands in (the output starts a text)
   std::string prompt_tail;
   uint32_t max_tokens = 0;
   std::shared_ptr<const grammar::CompiledGrammar> grammar;  ///< constrained requests
@@ -142,8 +143,8 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
   try {
     if (r->chat) {
       if (!model_.chat_template())
-        return fail(fmt::format("model '{}' has no chat template; use /v1/completions or set chat_template in its "
-                                "configuration",
+        return fail(fmt::format("model '{}' has no chat template; use /v1/completions, or give it one (kiln serve "
+                                "--chat-template FILE, or chat_template in its YAML)",
                                 model_.name()),
                     "model");
       std::string text;
@@ -160,6 +161,7 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
   const uint64_t cap = std::min<uint64_t>(ctx, model_.cache_token_capacity());
   uint32_t longest = 0;
   for (auto& ids : p->prompts) {
+    p->from_bos.push_back(ids.empty());
     if (ids.empty()) {
       if (!model_.tokenizer() || !model_.tokenizer()->bos_id())
         return fail("the prompt is empty and the model has no BOS token to start from", prompt_param);
@@ -238,6 +240,7 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
   }
   r->choices_total = static_cast<uint32_t>(p->prompts.size()) * r->n;
   for (const auto& ids : p->prompts) r->usage.prompt_tokens += ids.size();
+  if (r->return_token_ids) r->prompt_token_ids = p->prompts;
   r->prepared = true;
   r->cv.notify_all();
   {
@@ -263,7 +266,9 @@ std::unique_ptr<Engine::Choice> Engine::make_choice(const std::shared_ptr<GenReq
     text::StreamOptions so;
     so.stop = r->stop;
     so.skip_special = !keeps_control_tokens(*r);
-    so.at_sequence_start = false;
+    // After an empty prompt the output is the start of a text (SentencePiece drops its leading
+    // space there); after a prompt it continues one.
+    so.at_sequence_start = p.from_bos[prompt];
     c->decoder.emplace(*tok, so);
   }
   if (p.grammar) {
@@ -389,6 +394,7 @@ void Engine::emit_one(Choice& c) {
       else
         text += fmt::format("{} ", p.token);  // a model without a tokenizer answers in ids
       if (lp) piece.logprobs.push_back(p);
+      if (c.r->return_token_ids) piece.token_ids.push_back(p.token);
       if (c.decoder && c.decoder->stopped()) {
         c.finish = "stop";
         const int si = c.decoder->stop_index();
@@ -442,7 +448,8 @@ void Engine::emit_one(Choice& c) {
       metrics_.tokens(model_.name(), c.index == 0 ? c.r->usage.prompt_tokens : 0, c.generated);
       c.done = true;
     }
-    if (last || !piece.text.empty() || !piece.deltas.empty() || !piece.logprobs.empty()) c.r->push(std::move(piece));
+    if (last || !piece.text.empty() || !piece.deltas.empty() || !piece.logprobs.empty() || !piece.token_ids.empty())
+      c.r->push(std::move(piece));
   }
 }
 

@@ -10,9 +10,9 @@
 #include <atomic>
 #include <chrono>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/json_ordered.hpp"
 #include "core/log.hpp"
 #include "serve/anthropic.hpp"
 #include "serve/connection_watch.hpp"
@@ -24,7 +24,7 @@
 
 namespace kiln::serve {
 
-using nlohmann::json;
+using json = OrderedJson;  // objects in the client's key order
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -102,7 +102,7 @@ bool object_body(const httplib::Request& req, httplib::Response& res, json* body
     return false;
   }
   try {
-    *body = json::parse(req.body);
+    *body = parse_ordered_json(req.body);
   } catch (const std::exception& e) {
     send_error(res,
                {400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_request_error", ""});

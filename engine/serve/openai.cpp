@@ -4,14 +4,14 @@
 
 #include <chrono>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <random>
 
+#include "core/json_ordered.hpp"
 #include "serve/served_model.hpp"
 
 namespace kiln::serve {
 
-using nlohmann::json;
+using json = OrderedJson;  // objects in the client's key order
 
 namespace {
 /** JSON text of a response; any invalid UTF-8 (none should reach here) becomes U+FFFD, not an exception. */
@@ -227,7 +227,7 @@ ConstraintSpec grammar_field(const json& v, ConstraintSpec::Kind kind, const std
     json schema = v;
     if (v.is_string()) {
       try {
-        schema = json::parse(v.get<std::string>());
+        schema = parse_ordered_json(v.get<std::string>());
       } catch (const json::exception&) {
         bad(param, fmt::format("'{}' must be a JSON Schema (an object, or its JSON text)", param));
       }
@@ -368,43 +368,6 @@ void parse_tool_choice(json& body, const json* tools, GenRequest& r) {
   set_constraint(r, std::move(c));
 }
 
-/**
- * The schemas as the client wrote them. `json` sorts object keys, but a constrained object's keys
- * come in the order its `properties` declare them (as OpenAI generates them): the schema texts are
- * taken again from the body parsed with its order kept.
- */
-void keep_declared_order(std::string_view text, ConstraintSpec& c) {
-  using ordered = nlohmann::ordered_json;
-  // ordered_json inserts in linear time per key: a huge body keeps the sorted order rather than
-  // costing seconds (the grammar is as valid, its keys alphabetical).
-  if (text.size() > (256u << 10)) return;
-  const ordered body = ordered::parse(text);
-  const auto at = [&](std::initializer_list<const char*> path) -> const ordered* {
-    const ordered* v = &body;
-    for (const char* k : path) {
-      if (!v->is_object() || !v->contains(k)) return nullptr;
-      v = &(*v)[k];
-    }
-    return v;
-  };
-  if (c.kind == ConstraintSpec::Kind::json_schema) {
-    const ordered* s = at({"response_format", "json_schema", "schema"});
-    for (const char* f : {"json_schema", "guided_json"})
-      if (c.param == f) s = at({f});
-    if (c.param == "structured_outputs.json") s = at({"structured_outputs", "json"});
-    if (s && s->is_string()) s = nullptr;  // given as text: already in the client's order
-    if (s) c.text = s->dump();
-  } else if (c.kind == ConstraintSpec::Kind::tools) {
-    const ordered* tools = at({"tools"});
-    if (!tools || !tools->is_array()) return;
-    for (grammar::ToolSpec& t : c.tools)
-      for (const ordered& x : *tools)
-        if (x.contains("function") && x["function"].value("name", "") == t.name &&
-            x["function"].contains("parameters") && !x["function"]["parameters"].is_null())
-          t.parameters = x["function"]["parameters"].dump();
-  }
-}
-
 void parse_chat(json& body, GenRequest& r, const ServerConfig::Limits& lim) {
   const json* msgs = field(body, "messages");
   if (!msgs) bad("messages", "'messages' is required");
@@ -526,7 +489,7 @@ std::optional<ApiRequest> parse_request(std::string_view text, bool chat, const 
     return std::nullopt;
   }
   try {
-    body = json::parse(text);
+    body = parse_ordered_json(text);
   } catch (const json::exception& e) {  // syntax, or a number out of range
     *error = {400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_request_error", ""};
     return std::nullopt;
@@ -570,6 +533,7 @@ std::optional<ApiRequest> parse_request(std::string_view text, bool chat, const 
     }
     r->ignore_eos = boolean(body, "ignore_eos").value_or(false);
     r->skip_special = boolean(body, "skip_special_tokens").value_or(true);
+    r->return_token_ids = boolean(body, "return_token_ids").value_or(false);
     parse_sampling(body, *out.model, *r, chat);
     parse_stop(body, *r, limits);
     if (chat)
@@ -586,7 +550,6 @@ std::optional<ApiRequest> parse_request(std::string_view text, bool chat, const 
       compact = *w == "compact";
     }
     r->constraint.flexible_whitespace = !compact.value_or(out.model->config().json_whitespace == "compact");
-    if (!r->constraint.empty()) keep_declared_order(text, r->constraint);
     out.gen = std::move(r);
     return out;
   } catch (const Bad& b) {
@@ -653,8 +616,8 @@ std::string ResponseWriter::logprobs_json(const std::vector<sched::Sampled>& lps
 }
 
 std::string ResponseWriter::chunk(uint32_t index, const std::string& delta_or_text,
-                                  const std::vector<sched::Sampled>& lps, const char* finish,
-                                  size_t text_offset) const {
+                                  const std::vector<sched::Sampled>& lps, const char* finish, size_t text_offset,
+                                  const std::vector<int32_t>* ids) {
   json c = {{"index", index}};
   if (req_.chat)
     c["delta"] = json::parse(delta_or_text);
@@ -662,13 +625,29 @@ std::string ResponseWriter::chunk(uint32_t index, const std::string& delta_or_te
     c["text"] = delta_or_text;
   c["logprobs"] = lps.empty() ? json(nullptr) : json::parse(logprobs_json(lps, text_offset));
   c["finish_reason"] = finish ? json(finish) : json(nullptr);
+  // return_token_ids, as vLLM streams them: the prompt's ids once (chat: on the response, at its
+  // first chunk; completions: on each choice's first chunk), each chunk's own tokens on its choice.
+  const bool prompt_ids = req_.gen->return_token_ids && !choices_[index].prompt_ids_sent;
+  if (req_.gen->return_token_ids) {
+    if (prompt_ids && !req_.chat) c["prompt_token_ids"] = prompt_ids_of(index);
+    c["token_ids"] = ids ? json(*ids) : json::array();
+    choices_[index].prompt_ids_sent = true;
+  }
   json j = {{"id", id_},
             {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
             {"created", created_},
             {"model", model_},
             {"system_fingerprint", nullptr},  // OpenAI sends the field; clients read it
             {"choices", json::array({c})}};
+  if (prompt_ids && req_.chat && index == 0) j["prompt_token_ids"] = prompt_ids_of(index);
   return "data: " + dump(j) + "\n\n";
+}
+
+const std::vector<int32_t>& ResponseWriter::prompt_ids_of(uint32_t choice) const {
+  static const std::vector<int32_t> kNone;
+  const auto& all = req_.gen->prompt_token_ids;  // written before the request was prepared
+  const size_t prompt = choice / std::max<uint32_t>(req_.gen->n, 1);
+  return prompt < all.size() ? all[prompt] : kNone;
 }
 
 std::string ResponseWriter::stream_piece(const Piece& p) {
@@ -685,11 +664,14 @@ std::string ResponseWriter::stream_piece(const Piece& p) {
       co.role_sent = true;
     }
     for (size_t i = 0; i < p.deltas.size(); ++i)
-      out += chunk(p.choice, p.deltas[i], i == 0 ? p.logprobs : std::vector<sched::Sampled>{}, nullptr);
-    if (p.deltas.empty() && !p.logprobs.empty()) out += chunk(p.choice, "{}", p.logprobs, nullptr);
+      out += chunk(p.choice, p.deltas[i], i == 0 ? p.logprobs : std::vector<sched::Sampled>{}, nullptr, 0,
+                   i == 0 ? &p.token_ids : nullptr);
+    if (p.deltas.empty() && (!p.logprobs.empty() || !p.token_ids.empty()))
+      out += chunk(p.choice, "{}", p.logprobs, nullptr, 0, &p.token_ids);
     if (p.finish) out += chunk(p.choice, "{}", {}, p.finish);
   } else {
-    if (!p.text.empty() || !p.logprobs.empty()) out += chunk(p.choice, p.text, p.logprobs, nullptr, co.text.size());
+    if (!p.text.empty() || !p.logprobs.empty() || !p.token_ids.empty())
+      out += chunk(p.choice, p.text, p.logprobs, nullptr, co.text.size(), &p.token_ids);
     co.text += p.text;  // completions' text_offset counts from the start of the choice's text
     if (p.finish) out += chunk(p.choice, "", {}, p.finish);
   }
@@ -721,6 +703,7 @@ void ResponseWriter::absorb(const Piece& p) {
   for (const std::string& d : p.deltas) parse::apply_delta(d, co.message);
   co.text += p.text;
   co.logprobs.insert(co.logprobs.end(), p.logprobs.begin(), p.logprobs.end());
+  co.token_ids.insert(co.token_ids.end(), p.token_ids.begin(), p.token_ids.end());
   if (p.finish) co.finish = p.finish;
 }
 
@@ -737,6 +720,10 @@ std::string ResponseWriter::final_body(const Usage& u) const {
     }
     c["logprobs"] = req_.gen->sampling.top_logprobs >= 0 ? json::parse(logprobs_json(co.logprobs, 0)) : json(nullptr);
     c["finish_reason"] = co.finish ? co.finish : "stop";
+    if (req_.gen->return_token_ids) {  // vLLM's fields: completions carry their prompt on each choice
+      if (!req_.chat) c["prompt_token_ids"] = prompt_ids_of(static_cast<uint32_t>(i));
+      c["token_ids"] = co.token_ids;
+    }
     choices.push_back(std::move(c));
   }
   json j = {{"id", id_},
@@ -750,6 +737,7 @@ std::string ResponseWriter::final_body(const Usage& u) const {
               {"completion_tokens", u.completion_tokens},
               {"total_tokens", u.prompt_tokens + u.completion_tokens},
               {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}}}};
+  if (req_.gen->return_token_ids && req_.chat) j["prompt_token_ids"] = prompt_ids_of(0);
   return dump(j);
 }
 

@@ -55,8 +55,10 @@ struct ChoiceOut {
   parse::AssistantMessage message;  ///< chat
   std::string text;                 ///< completions
   std::vector<sched::Sampled> logprobs;
+  std::vector<int32_t> token_ids;  ///< return_token_ids
   const char* finish = nullptr;
-  bool role_sent = false;  ///< streaming chat: the role delta went out
+  bool role_sent = false;        ///< streaming chat: the role delta went out
+  bool prompt_ids_sent = false;  ///< streaming return_token_ids: the prompt's ids went out
 };
 
 /** The stream of SSE events for one request. */
@@ -73,8 +75,10 @@ class ResponseWriter {
   std::string final_body(const Usage& u) const;
 
  private:
+  /** One chunk of choice `index` (whose ChoiceOut exists). `ids`: its tokens (return_token_ids). */
   std::string chunk(uint32_t index, const std::string& delta_or_text, const std::vector<sched::Sampled>& lps,
-                    const char* finish, size_t text_offset = 0) const;
+                    const char* finish, size_t text_offset = 0, const std::vector<int32_t>* ids = nullptr);
+  const std::vector<int32_t>& prompt_ids_of(uint32_t choice) const;
   std::string logprobs_json(const std::vector<sched::Sampled>& lps, size_t text_offset) const;
 
   const ApiRequest& req_;

@@ -27,6 +27,7 @@ struct Piece {
   std::string text;                      ///< raw text delta (completions)
   std::vector<std::string> deltas;       ///< chat: JSON objects of `choices[].delta` (content, reasoning, tool calls)
   std::vector<sched::Sampled> logprobs;  ///< the tokens behind this piece (when logprobs were asked for)
+  std::vector<int32_t> token_ids;        ///< the same tokens' ids (when return_token_ids was asked for)
   const char* finish = nullptr;          ///< set on the choice's last piece: stop, length, tool_calls
   std::string stop_sequence;             ///< the stop string that ended the choice (on its last piece)
   std::string error;                     ///< the choice failed (a server error; the message says why)
@@ -53,6 +54,7 @@ struct GenRequest {
   std::vector<int32_t> stop_ids;
   bool ignore_eos = false;
   bool skip_special = true;
+  bool return_token_ids = false;  ///< vLLM's: the prompt's and each choice's token ids in the answer
   ParserRequest parser;       ///< thinking mode and tools for the parsers
   bool parse_tools = true;    ///< false: tool_choice none (no tool-call parsing)
   ConstraintSpec constraint;  ///< response_format / tool_choice / grammar fields: the output's grammar
@@ -68,6 +70,7 @@ struct GenRequest {
   /** context_length_exceeded: the prompt's tokens, the max_tokens that overflowed (0: the prompt
    *  alone did) and the limit (Anthropic's route words its own message from them). */
   uint64_t overflow_prompt = 0, overflow_output = 0, overflow_limit = 0;
+  std::vector<std::vector<int32_t>> prompt_token_ids;  ///< return_token_ids: each prompt's ids, as encoded
   std::deque<Piece> pieces;
   uint32_t choices_total = 0, choices_done = 0;
   Usage usage;

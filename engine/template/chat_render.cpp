@@ -1,11 +1,11 @@
 #include "template/chat_render.hpp"
 
-#include "template/eval.hpp"
-
 #include <fstream>
 #include <optional>
-#include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "core/json_ordered.hpp"
+#include "template/eval.hpp"
 
 namespace kiln {
 namespace {
@@ -22,7 +22,7 @@ std::string read_file(const std::filesystem::path& p) {
 
 ojson parse_json(std::string_view text, const std::string& what, bool request) {
   try {
-    return ojson::parse(text);
+    return parse_ordered_json(text);  // linear even for objects with many keys
   } catch (const nlohmann::json::exception& e) {
     if (request) throw TemplateError(TemplateError::Kind::Render, what + " is not valid JSON: " + e.what());
     throw_error("[template] {} is not valid JSON: {}", what, e.what());
@@ -154,8 +154,11 @@ std::string ChatTemplate::render_request(std::string_view request_json, const Te
       if (!tc.is_object() || !tc.contains("function") || !tc["function"].is_object()) continue;
       auto& fn = tc["function"];
       if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
-      ojson parsed = ojson::parse(fn["arguments"].get<std::string>(), nullptr, false);
-      if (!parsed.is_discarded() && parsed.is_object()) fn["arguments"] = std::move(parsed);
+      try {
+        ojson parsed = parse_ordered_json(fn["arguments"].get<std::string>());
+        if (parsed.is_object()) fn["arguments"] = std::move(parsed);
+      } catch (const nlohmann::json::exception&) {  // not JSON: the template sees the text
+      }
     }
   }
   ojson ctx = parse_json(special_tokens_json_, "special tokens", false);

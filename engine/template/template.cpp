@@ -1,5 +1,6 @@
 #include "template/template.hpp"
 
+#include "core/json_ordered.hpp"
 #include "template/eval.hpp"
 #include "template/json_value.hpp"
 #include "template/parser.hpp"
@@ -14,7 +15,7 @@ Template& Template::operator=(Template&&) noexcept = default;
 std::string Template::render_json(std::string_view context_json, const TemplateLimits& limits) const {
   nlohmann::ordered_json ctx;
   try {
-    ctx = nlohmann::ordered_json::parse(context_json);
+    ctx = parse_ordered_json(context_json);
   } catch (const nlohmann::json::exception& e) {
     throw TemplateError(TemplateError::Kind::Render, std::string("the context is not valid JSON: ") + e.what());
   }

@@ -96,10 +96,11 @@ inline json request_body() {
  * Writes the tokenizer, template and a script that answers `request_body()` with f.script (unless
  * `answer_request_body` is false) and each of `more` (a chat body, its answer) after its own
  * rendered prompt (their rows must not overlap). `padded_rows` output rows past the tokenizer's
- * last id (a padded vocabulary) get a logit above the script's at every position.
+ * last id (a padded vocabulary) get a logit above the script's at every position. `max_context`
+ * positions are scripted (the weight is max_context x vocabulary floats).
  */
 inline std::string write_model(const Family& f, const std::vector<std::pair<json, std::string>>& more = {},
-                               bool answer_request_body = true, int padded_rows = 0) {
+                               bool answer_request_body = true, int padded_rows = 0, int64_t max_context = 1024) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("kiln_scripted_" + f.name + "_" + std::to_string(::getpid())))
           .string();
@@ -142,7 +143,7 @@ inline std::string write_model(const Family& f, const std::vector<std::pair<json
   };
   write("tokenizer.json", tok.dump());
   write("tokenizer_config.json", cfg.dump());
-  const int64_t tokens = 256 + static_cast<int64_t>(f.added.size()), V = tokens + padded_rows, P = 1024;
+  const int64_t tokens = 256 + static_cast<int64_t>(f.added.size()), V = tokens + padded_rows, P = max_context;
   write("config.json",
         json{{"model_type", "kiln_test_scripted"}, {"vocab_size", V}, {"max_context", P}, {"eos_token_id", 256 + 1}}
             .dump());

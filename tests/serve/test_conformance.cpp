@@ -1,7 +1,8 @@
 // What clients expect on the wire, over HTTP against the in-process server: padded vocabulary rows
 // never sampled, Anthropic thinking only when asked and assistant prefill continued, the grammar
 // fields on both routes, context overflow in OpenAI's and Anthropic's words, a tool-call turn in the
-// plain template, one server per port, the stream's charset, model aliases and system_fingerprint.
+// plain template, one server per port, the stream's charset, model aliases, system_fingerprint and
+// vLLM's return_token_ids.
 #include <regex>
 
 #include "scripted_model.hpp"
@@ -303,6 +304,80 @@ TEST(Conformance, AliasesRouteOtherNamesToAModel) {
   EXPECT_EQ(st, 404) << r.dump();
   EXPECT_EQ(r["error"]["code"], "model_not_found");
   EXPECT_NE(r["error"]["message"].get<std::string>().find("aliases"), std::string::npos);
+}
+
+// vLLM's return_token_ids: the prompt's ids as the server encoded them, and each choice's ids, whole
+// and streamed (RL trainers and routers read them instead of re-tokenizing).
+TEST(Conformance, ReturnTokenIdsGivesThePromptsAndTheChoicesIds) {
+  Server s;
+  const std::vector<int32_t> prompt0 =
+      s.post("/tokenize", {{"prompt", "Once upon a time"}})["tokens"].get<std::vector<int32_t>>();
+  const std::vector<int32_t> prompt1 =
+      s.post("/tokenize", {{"prompt", "The cat"}})["tokens"].get<std::vector<int32_t>>();
+  json body = {{"prompt", {"Once upon a time", "The cat"}},
+               {"max_tokens", 6},
+               {"temperature", 0},
+               {"ignore_eos", true},
+               {"return_token_ids", true}};
+  const json r = s.post("/v1/completions", body);
+  ASSERT_EQ(r["choices"].size(), 2u) << r.dump();
+  std::vector<std::vector<int32_t>> ids(2);
+  for (const json& c : r["choices"]) {
+    const size_t i = c["index"];
+    EXPECT_EQ(c["prompt_token_ids"].get<std::vector<int32_t>>(), i == 0 ? prompt0 : prompt1);
+    ids[i] = c["token_ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(ids[i].size(), 6u);
+    // (Decoded after the prompt: SentencePiece drops a leading space at the start of a text.)
+    std::vector<int32_t> whole = i == 0 ? prompt0 : prompt1;
+    whole.insert(whole.end(), ids[i].begin(), ids[i].end());
+    const std::string prompt_text = s.post("/detokenize", {{"tokens", i == 0 ? prompt0 : prompt1}})["prompt"];
+    EXPECT_EQ(s.post("/detokenize", {{"tokens", whole}})["prompt"], prompt_text + c["text"].get<std::string>());
+  }
+  // Streamed: the prompt's ids on each choice's first chunk, the tokens spread over the chunks.
+  std::vector<json> events;
+  s.stream("/v1/completions", body, &events);
+  std::vector<std::vector<int32_t>> streamed(2);
+  std::vector<int> prompts_seen(2);
+  for (const json& e : events)
+    for (const json& c : e["choices"]) {
+      const size_t i = c["index"];
+      if (c.contains("prompt_token_ids")) {
+        EXPECT_EQ(streamed[i].size(), 0u) << "the prompt's ids come first";
+        EXPECT_EQ(c["prompt_token_ids"].get<std::vector<int32_t>>(), i == 0 ? prompt0 : prompt1);
+        ++prompts_seen[i];
+      }
+      for (const json& t : c["token_ids"]) streamed[i].push_back(t.get<int32_t>());
+    }
+  EXPECT_EQ(prompts_seen, std::vector<int>({1, 1}));
+  EXPECT_EQ(streamed, ids);
+  // Chat: the prompt's ids on the response (streamed: its first chunk), the answer's on the choice.
+  json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+               {"max_tokens", 5},
+               {"temperature", 0},
+               {"ignore_eos", true},
+               {"return_token_ids", true}};
+  const json c = s.post("/v1/chat/completions", chat);
+  const std::vector<int32_t> chat_prompt = s.post("/tokenize", {{"messages", chat["messages"]}})["tokens"];
+  EXPECT_EQ(c["prompt_token_ids"].get<std::vector<int32_t>>(), chat_prompt) << c.dump();
+  EXPECT_EQ(c["choices"][0]["token_ids"].size(), 5u) << c.dump();
+  events.clear();
+  s.stream("/v1/chat/completions", chat, &events);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events[0]["prompt_token_ids"].get<std::vector<int32_t>>(), chat_prompt);
+  std::vector<int32_t> chat_ids;
+  for (const json& e : events) {
+    if (&e != &events[0]) {
+      EXPECT_FALSE(e.contains("prompt_token_ids"));
+    }
+    for (const json& ch : e["choices"])
+      for (const json& t : ch["token_ids"]) chat_ids.push_back(t.get<int32_t>());
+  }
+  EXPECT_EQ(chat_ids, c["choices"][0]["token_ids"].get<std::vector<int32_t>>());
+  // Without the field, none of them.
+  chat.erase("return_token_ids");
+  const json plain = s.post("/v1/chat/completions", chat);
+  EXPECT_FALSE(plain.contains("prompt_token_ids"));
+  EXPECT_FALSE(plain["choices"][0].contains("token_ids"));
 }
 
 }  // namespace
