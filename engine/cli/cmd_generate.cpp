@@ -10,8 +10,8 @@
 #include "cli/common.hpp"
 #include "core/error.hpp"
 #include "sched/sampler.hpp"
+#include "serve/engine.hpp"
 #include "serve/served_model.hpp"
-#include "text/stream_decoder.hpp"
 #include "text/tokenizer.hpp"
 
 namespace kiln::cli {
@@ -80,64 +80,52 @@ int run(const std::vector<std::string>& argv) {
     } else if (args.flag("--chat")) {
       return usage_error("generate", "--chat needs --prompt");
     }
-    if (prompt.empty()) {
-      if (!tok || !tok->bos_id())
-        return usage_error("generate", "the model has no BOS token; give --prompt or --prompt-ids");
-      prompt.push_back(*tok->bos_id());
-    }
-    // Sampling defaults come from generation_config.json; flags override them.
-    const sched::SamplingParams& d = served.default_sampling();
-    sp.temperature = temperature ? *temperature : d.temperature;
-    if (!args.has("--top-p")) sp.top_p = d.top_p;
-    if (!args.has("--top-k")) sp.top_k = d.top_k;
-    sp.min_p = d.min_p;
-    sp.repetition_penalty = d.repetition_penalty;
-    model::ModelHost& host = served.host();
-    const uint32_t V = host.hparams().n_vocab;
-    for (int32_t id : prompt)
-      if (static_cast<uint32_t>(id) >= V)
-        return failure("generate", fmt::format("prompt id {} is outside the vocabulary", id));
-    if (prompt.size() + max_tokens > host.limits().max_context)
-      return failure("generate", fmt::format("prompt ({} tokens) + --max-tokens {} exceed the context of {}",
-                                             prompt.size(), max_tokens, host.limits().max_context));
-
-    std::optional<text::StreamDecoder> stream;
-    if (tok && !args.flag("--ids")) {
-      text::StreamOptions so;
-      so.skip_special = true;
-      // Starting from BOS alone, the output is the start of the text (SentencePiece drops its
-      // leading space there); after a prompt it continues a text.
-      so.at_sequence_start = !args.has("--prompt") && !args.has("--prompt-ids");
-      stream.emplace(*tok, so);
-    }
-    sched::Sampler sampler(sp, V, prompt, served.sampleable());
-    if (host.add_sequence(0) != cache::Status::ok) return failure("generate", "cannot start a sequence");
+    if (prompt.empty() && (!tok || !tok->bos_id()))
+      return usage_error("generate", "the model has no BOS token; give --prompt or --prompt-ids");
+    const bool ids_only = !tok || args.flag("--ids");  // a model without a vocabulary answers in ids
+    // The server's own engine runs the request (scheduler, sampler, stop handling): the CLI and
+    // `kiln serve` cannot disagree. Sampling defaults come from generation_config.json; flags
+    // override them.
+    auto r = std::make_shared<serve::GenRequest>();
+    r->id = "generate";
+    r->sampling = served.default_sampling();
+    if (temperature) r->sampling.temperature = *temperature;
+    if (args.has("--top-p")) r->sampling.top_p = sp.top_p;
+    if (args.has("--top-k")) r->sampling.top_k = sp.top_k;
+    r->sampling.seed = sp.seed;
+    r->prompt_ids.push_back(prompt);  // empty: the engine starts from BOS, and the text at its start
+    r->max_tokens = max_tokens;
+    r->return_token_ids = true;
+    serve::Metrics metrics;
+    serve::Engine engine(served, metrics);
     const auto t0 = std::chrono::steady_clock::now();
+    engine.submit(r);
+    std::string error, param;
+    if (r->wait_prepared(std::chrono::hours(1), &error, &param) != serve::GenRequest::Prepared::ok)
+      return failure("generate", error.empty() ? std::string("the request timed out") : error);
     double prefill_s = 0;
-    std::vector<int32_t> step_ids = prompt;
     uint32_t produced = 0;
-    for (; produced < max_tokens; ++produced) {
-      model::StepResult r;
-      const model::StepStatus st = host.step({{0, step_ids, true, false}}, &r);
-      if (!st.ok()) return failure("generate", st.message);
-      if (produced == 0) prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const int32_t next = sampler.sample(r.logits.data()).token;
-      const auto& stops = served.stop_ids();
-      if (std::find(stops.begin(), stops.end(), next) != stops.end()) break;
-      if (stream)
-        std::fputs(stream->push(next).c_str(), stdout);
-      else
-        std::fputs(fmt::format("{}{}", produced ? "," : "", next).c_str(), stdout);
+    std::vector<serve::Piece> pieces;
+    while (r->next(pieces, std::chrono::milliseconds(200))) {
+      for (const serve::Piece& p : pieces) {
+        if (!p.error.empty()) return failure("generate", p.error);
+        if (!p.token_ids.empty() && produced == 0)
+          prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (ids_only)
+          for (int32_t id : p.token_ids) std::fputs(fmt::format("{}{}", produced++ ? "," : "", id).c_str(), stdout);
+        else
+          std::fputs(p.text.c_str(), stdout), produced += static_cast<uint32_t>(p.token_ids.size());
+      }
+      pieces.clear();
       std::fflush(stdout);
-      step_ids = {next};
     }
-    if (stream) std::fputs(stream->finish().c_str(), stdout);
     std::fputs("\n", stdout);
     const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const size_t prompt_len = r->usage.prompt_tokens;
     std::fprintf(stderr, "[generate] prompt %zu tokens (%.1f tok/s), generated %u tokens (%.1f tok/s) on %s\n",
-                 prompt.size(), prefill_s > 0 ? prompt.size() / prefill_s : 0.0, produced,
+                 prompt_len, prefill_s > 0 ? prompt_len / prefill_s : 0.0, produced,
                  produced > 1 && total > prefill_s ? (produced - 1) / (total - prefill_s) : 0.0,
-                 host.device().info().name.c_str());
+                 served.host().device().info().name.c_str());
     return 0;
   } catch (const std::exception& e) {
     return failure("generate", e.what());

@@ -1,9 +1,14 @@
-// kiln serve: the OpenAI-compatible HTTP server for the models of a YAML configuration.
+// kiln serve: the HTTP server (OpenAI and Anthropic APIs) for one model given by flags, or the models
+// of a YAML configuration.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <pthread.h>
 
 #include <atomic>
+#include <climits>
 #include <csignal>
+#include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "cli/command.hpp"
@@ -15,10 +20,108 @@
 namespace kiln::cli {
 namespace {
 
+/** The everyday model settings as flags: --model serves one model without a YAML file. */
+const std::vector<std::string> kModelFlags = {"--name",        "--tool-parser", "--reasoning-parser", "--chat-template",
+                                              "--max-context", "--max-seqs",    "--max-batch-tokens", "--cache-memory"};
+
+/** A flag's positive integer into `out`; the usage error naming the flag otherwise. */
+std::optional<std::string> positive(const Args& args, const char* flag, int* out) {
+  if (!args.has(flag)) return std::nullopt;
+  const std::string v = args.value(flag);
+  try {
+    size_t used = 0;
+    const long long n = std::stoll(v, &used);
+    if (used == v.size() && n > 0 && n <= INT32_MAX) {
+      *out = static_cast<int>(n);
+      return std::nullopt;
+    }
+  } catch (...) {
+  }
+  return fmt::format("{} takes a positive integer (got '{}')", flag, v);
+}
+
+/** The served name of a model path: its folder's or file's name, without .gguf. */
+std::string name_of(const std::string& path) {
+  std::filesystem::path p(path);
+  if (!p.has_filename()) p = p.parent_path();  // "models/Qwen3.5-4B/"
+  return p.extension() == ".gguf" ? p.stem().string() : p.filename().string();
+}
+
+/**
+ * --model / --name / ... applied to `config`: --model replaces the YAML's models with one; the other
+ * model flags set the one model (the YAML's, when it has exactly one). Returns a usage error.
+ */
+std::optional<std::string> apply_model_flags(const Args& args, Config& config) {
+  if (args.has("--model")) {
+    const std::string path = args.value("--model");
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec))
+      return fmt::format("--model: nothing at '{}' (give a Hugging Face model folder or a GGUF file)", path);
+    ModelConfig m;
+    m.path = path;
+    m.name = name_of(path);
+    if (m.name != path) m.aliases.push_back(path);  // clients that send the path as the model (vLLM's name)
+    config.models = {m};
+  }
+  const std::string* given = nullptr;
+  for (const std::string& f : kModelFlags)
+    if (args.has(f)) given = &f;
+  if (!given) return std::nullopt;
+  if (config.models.size() != 1)
+    return fmt::format(
+        "{} sets one model's setting; give --model PATH, or set it in the YAML for each of the {} "
+        "models of {}",
+        *given, config.models.size(), config.file);
+  ModelConfig& m = config.models[0];
+  if (args.has("--name")) {
+    if (args.value("--name").empty()) return std::string("--name takes a non-empty name");
+    m.name = args.value("--name");
+  }
+  if (args.has("--tool-parser")) m.tool_parser = args.value("--tool-parser");
+  if (args.has("--reasoning-parser")) m.reasoning_parser = args.value("--reasoning-parser");
+  if (args.has("--chat-template")) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(args.value("--chat-template"), ec))
+      return fmt::format("--chat-template: no file at '{}'", args.value("--chat-template"));
+    m.chat_template = args.value("--chat-template");
+  }
+  for (auto [flag, field] : {std::pair{"--max-context", &m.max_context}, std::pair{"--max-seqs", &m.max_seqs},
+                             std::pair{"--max-batch-tokens", &m.max_batch_tokens}})
+    if (auto e = positive(args, flag, field)) return e;
+  if (args.has("--cache-memory") && !parse_byte_size(args.value("--cache-memory"), &m.cache.memory_bytes))
+    return fmt::format("--cache-memory takes a size such as 4GiB, 512MiB or 1073741824 (got '{}')",
+                       args.value("--cache-memory"));
+  return std::nullopt;
+}
+
+/** A parser flag that names no loaded parser: the usage error listing those there are. */
+std::optional<std::string> check_parser(const PluginRegistry& registry, const Args& args, const char* flag,
+                                        kiln_component_kind kind) {
+  if (!args.has(flag) || registry.find(kind, args.value(flag))) return std::nullopt;
+  const auto names = registry.names(kind);
+  return fmt::format("{}: no parser named '{}'; loaded: {}", flag, args.value(flag),
+                     names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
+}
+
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--config", "--host", "--port"}, {});
+  std::vector<std::string> values = {"--config", "--host", "--port", "--model", "--device", "--api-key"};
+  values.insert(values.end(), kModelFlags.begin(), kModelFlags.end());
+  Args args(argv, values, {});
   if (!args.ok()) return usage_error("serve", args.error());
-  if (!args.has("--config")) return usage_error("serve", "--config FILE is required (try configs/default.yaml)");
+  if (!args.positionals().empty())
+    return usage_error(
+        "serve", fmt::format("unexpected argument '{}' (the model is given with --model PATH)", args.positionals()[0]));
+  if (!args.has("--config") && !args.has("--model"))
+    return usage_error("serve",
+                       "give --model PATH (a Hugging Face model folder or a GGUF file) or --config FILE "
+                       "(try configs/default.yaml)");
+  if (args.has("--device")) {
+    const std::string d = args.value("--device");
+    if (d != "auto" && d != "vulkan" && d != "cpu" && d != "reference")
+      return usage_error("serve", fmt::format("--device must be auto, vulkan, cpu or reference (got '{}')", d));
+  }
+  if (args.has("--api-key") && args.value("--api-key").empty())
+    return usage_error("serve", "--api-key takes a non-empty key");
   int port = -1;
   if (args.has("--port")) {
     try {
@@ -39,11 +142,18 @@ int run(const std::vector<std::string>& argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   try {
     Config config = load_config_or_empty(args.value("--config"));
+    if (auto e = apply_model_flags(args, config)) return usage_error("serve", *e);
     if (config.models.empty()) return failure("serve", fmt::format("{} configures no models", config.file));
     PluginRegistry registry;
     load_plugins(registry, config);
-    const ServerConfig server = config.server.value_or(ServerConfig{});
-    const BackendConfig backend = config.backend.value_or(BackendConfig{});
+    if (auto e = check_parser(registry, args, "--tool-parser", KILN_COMPONENT_TOOL_PARSER))
+      return usage_error("serve", *e);
+    if (auto e = check_parser(registry, args, "--reasoning-parser", KILN_COMPONENT_REASONING_PARSER))
+      return usage_error("serve", *e);
+    ServerConfig server = config.server.value_or(ServerConfig{});
+    if (args.has("--api-key")) server.api_keys = {args.value("--api-key")};
+    BackendConfig backend = config.backend.value_or(BackendConfig{});
+    if (args.has("--device")) backend.kind = args.value("--device");
     std::vector<std::unique_ptr<serve::ServedModel>> models;
     for (const ModelConfig& m : config.models) {
       log::info("[serve] loading model '{}' from {}", m.name, m.path);
@@ -84,12 +194,30 @@ int run(const std::vector<std::string>& argv) {
 const bool registered = register_command({
     "serve",
     "serve models over an OpenAI-compatible HTTP API",
-    "usage: kiln serve --config FILE [--host H] [--port P]\n\n"
-    "Loads every model of FILE and serves them until SIGINT/SIGTERM, which drain: /health turns 503,\n"
-    "new requests get 503, requests in progress get server.drain_timeout_s to finish. --host and --port override\n"
-    "the YAML's server.host and server.port (--port 0 picks a free port; the chosen one is printed\n"
-    "as 'kiln serve: listening on http://HOST:PORT').\n\n"
-    "Routes: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize;\n"
+    "usage: kiln serve --model PATH [--name N] [--tool-parser P] [--reasoning-parser P] [options]\n"
+    "       kiln serve --config FILE [--model PATH ...] [--host H] [--port P]\n\n"
+    "Serves the model at PATH (a Hugging Face model folder or a GGUF file), or every model of the YAML\n"
+    "FILE, until SIGINT/SIGTERM, which drain: /health turns 503, new requests get 503, requests in\n"
+    "progress get server.drain_timeout_s to finish. With both, FILE gives the server, backend and\n"
+    "plugin settings and PATH replaces its models. Flags override the YAML.\n\n"
+    "Model (--model, or a FILE of one model):\n"
+    "  --model PATH             serve this model (its name: the folder's or file's name; the path\n"
+    "                           itself is accepted as the request's model too)\n"
+    "  --name N                 the name requests use\n"
+    "  --tool-parser P          tool-call parser (qwen3_coder, gemma4, ...: `kiln plugins` lists them)\n"
+    "  --reasoning-parser P     reasoning parser (qwen3, gemma4, ...)\n"
+    "  --chat-template FILE     a Jinja chat template replacing the model's\n"
+    "  --max-context N          context length (default: the model's)\n"
+    "  --max-seqs N             sequences decoded at once\n"
+    "  --max-batch-tokens N     tokens per step (prefill chunks)\n"
+    "  --cache-memory SIZE      KV cache memory (4GiB, 512MiB, ...)\n"
+    "Server:\n"
+    "  --device D               auto (a hardware GPU, else the CPU), vulkan, cpu or reference\n"
+    "  --host H, --port P       where to listen (default 127.0.0.1:8080; --port 0 picks a free port,\n"
+    "                           printed as 'kiln serve: listening on http://HOST:PORT')\n"
+    "  --api-key KEY            require 'Authorization: Bearer KEY' (or x-api-key)\n\n"
+    "Routes: POST /v1/chat/completions, /v1/completions (OpenAI), /v1/messages,\n"
+    "        /v1/messages/count_tokens (Anthropic), /tokenize, /detokenize;\n"
     "        GET /v1/models, /health, /metrics (Prometheus).\n",
     &run,
 });

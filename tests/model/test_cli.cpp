@@ -1,14 +1,21 @@
-// `kiln generate` / `kiln logits` as a user runs them, and the GGUF vocabulary mapped onto kiln_text.
+// `kiln generate` / `kiln logits` / `kiln serve --model` as a user runs them, and the GGUF
+// vocabulary mapped onto kiln_text.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
 
 #include "fixtures.hpp"
 #include "gemma4_checkpoint.hpp"
@@ -38,6 +45,111 @@ std::string run(const std::string& args, int* status, bool with_stderr = false) 
 }
 
 }  // namespace
+
+// `kiln serve --model FILE`: one model from flags, no YAML; it answers chat (with --chat-template:
+// stories260K has no template of its own) and completions, by its file name or by the path; and
+// `kiln generate` gives the tokens the server gives for the same request and seed.
+TEST(Cli, ServeModelAnswersWithoutAConfig) {
+  const std::string model = std::string(KILN_TEST_SOURCE_DIR) + "/configs/models/stories260K.gguf";
+  const std::string tmpl = std::string(KILN_TEST_SOURCE_DIR) + "/configs/templates/plain.jinja";
+  const std::filesystem::path log =
+      std::filesystem::temp_directory_path() / ("kiln_serve_model_" + std::to_string(::getpid()) + ".log");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string kiln = std::string(KILN_TEST_BIN_DIR) + "/kiln";
+    const std::string redirect = "exec " + kiln + " serve --model " + model + " --chat-template " + tmpl +
+                                 " --max-context 256 --device cpu --port 0 2>" + log.string();
+    execl("/bin/sh", "sh", "-c", redirect.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int port = 0;
+  std::string err;
+  for (int i = 0; i < 600 && port == 0; ++i) {  // bounded: 60 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream in(log);
+    err.assign(std::istreambuf_iterator<char>(in), {});
+    std::smatch m;
+    if (std::regex_search(err, m, std::regex("listening on http://127\\.0\\.0\\.1:([0-9]+)"))) port = std::stoi(m[1]);
+    if (waitpid(pid, nullptr, WNOHANG) == pid) break;
+  }
+  if (port != 0) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60, 0);
+    auto r = c.Post("/v1/chat/completions",
+                    R"({"model": "stories260K", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8})",
+                    "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    const auto chat = nlohmann::json::parse(r->body, nullptr, false);
+    EXPECT_EQ(chat["model"], "stories260K") << r->body;
+    EXPECT_EQ(chat["usage"]["completion_tokens"], 8) << r->body;
+    r = c.Post("/v1/completions", nlohmann::json{{"model", model}, {"prompt", "Once"}, {"max_tokens", 4}}.dump(),
+               "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    r = c.Get("/v1/models");
+    ASSERT_TRUE(r);
+    EXPECT_NE(r->body.find("\"max_model_len\":256"), std::string::npos) << r->body;
+    // `kiln generate` runs the server's engine: the same request and seed give the same tokens.
+    for (const double temperature : {0.0, 1.0}) {
+      r = c.Post("/v1/completions",
+                 nlohmann::json{{"prompt", "Once upon a time"},
+                                {"max_tokens", 12},
+                                {"temperature", temperature},
+                                {"seed", 7},
+                                {"return_token_ids", true}}
+                     .dump(),
+                 "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << r->body;
+      std::string served;
+      const auto answer = nlohmann::json::parse(r->body);
+      for (const auto& id : answer["choices"][0]["token_ids"])
+        served += (served.empty() ? "" : ",") + std::to_string(id.get<int>());
+      int status = 0;
+      std::string cli = run(fmt::format("generate --model {} --prompt 'Once upon a time' --max-tokens 12 "
+                                        "--temperature {} --seed 7 --ids --device cpu",
+                                        model, temperature),
+                            &status);
+      EXPECT_EQ(WEXITSTATUS(status), 0);
+      while (!cli.empty() && cli.back() == '\n') cli.pop_back();
+      EXPECT_EQ(cli, served) << "temperature " << temperature;
+    }
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::filesystem::remove(log);
+  ASSERT_NE(port, 0) << "kiln serve did not start:\n" << err;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
+}
+
+// Every flag error names the flag, with exit status 2, before anything loads.
+TEST(Cli, ServeFlagErrorsNameTheFlag) {
+  const std::string model = std::string(KILN_TEST_SOURCE_DIR) + "/configs/models/stories260K.gguf";
+  const std::string two = std::string(KILN_TEST_SOURCE_DIR) + "/configs/default.yaml";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"serve", "--model PATH"},
+      {"serve --model /nonexistent/model.gguf", "--model: nothing at '/nonexistent/model.gguf'"},
+      {"serve --model " + model + " --max-context lots", "--max-context takes a positive integer (got 'lots')"},
+      {"serve --model " + model + " --max-seqs 0", "--max-seqs takes a positive integer"},
+      {"serve --model " + model + " --cache-memory 4 apples", "unexpected argument 'apples'"},
+      {"serve --model " + model + " --cache-memory lots", "--cache-memory takes a size"},
+      {"serve --model " + model + " --device gpu", "--device must be auto, vulkan, cpu or reference (got 'gpu')"},
+      {"serve --model " + model + " --tool-parser nope", "--tool-parser: no parser named 'nope'; loaded: "},
+      {"serve --model " + model + " --reasoning-parser nope", "--reasoning-parser: no parser named 'nope'"},
+      {"serve --model " + model + " --chat-template /nonexistent.jinja", "--chat-template: no file at"},
+      {"serve --model " + model + " --port 70000", "--port takes a port number"},
+      {"serve --config " + two + " --tool-parser qwen3_coder", "--tool-parser sets one model's setting"},
+  };
+  for (const auto& [args, want] : cases) {
+    int status = 0;
+    const std::string out = run(args, &status, true);
+    EXPECT_EQ(WEXITSTATUS(status), 2) << args << ": " << out;
+    EXPECT_NE(out.find(want), std::string::npos) << args << ": " << out;
+  }
+}
 
 // bench_model --dir: a folder that does not exist is made; a path that is a file is refused with a
 // message and exit status 2, not an uncaught exception.
