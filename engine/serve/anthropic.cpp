@@ -347,7 +347,7 @@ struct MessagesWriter::State {
   std::vector<Block> blocks;
   int open = -1;  ///< streaming: the block whose start went out and whose stop did not
   bool started = false;
-  const char* finish = nullptr;
+  Finish finish = Finish::none;
   std::string stop_sequence, error;
   uint64_t prompt_tokens = 0;
 
@@ -401,10 +401,8 @@ struct MessagesWriter::State {
   }
 
   std::string stop_reason() const {
-    if (!finish) return "end_turn";
-    const std::string_view f = finish;
-    if (f == "length") return "max_tokens";
-    if (f == "tool_calls") return "tool_use";
+    if (finish == Finish::length) return "max_tokens";
+    if (finish == Finish::tool_calls) return "tool_use";
     return stop_sequence.empty() ? "end_turn" : "stop_sequence";
   }
 
@@ -442,7 +440,7 @@ std::string MessagesWriter::ping() {
 
 void MessagesWriter::absorb(const Piece& p) {
   for (const std::string& d : p.deltas) st_->on_delta(json::parse(d, nullptr, false));  // events unused
-  if (p.finish) st_->finish = p.finish;
+  if (p.finish != Finish::none) st_->finish = p.finish;
   if (!p.stop_sequence.empty()) st_->stop_sequence = p.stop_sequence;
   if (!p.error.empty()) st_->error = p.error;
 }
@@ -472,7 +470,7 @@ std::string MessagesWriter::stream_piece(const Piece& p) {
     return out;
   }
   for (const std::string& d : p.deltas) out += st_->on_delta(json::parse(d, nullptr, false));
-  if (p.finish) st_->finish = p.finish;
+  if (p.finish != Finish::none) st_->finish = p.finish;
   if (!p.stop_sequence.empty()) st_->stop_sequence = p.stop_sequence;
   return out;
 }

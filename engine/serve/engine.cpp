@@ -47,7 +47,7 @@ struct Engine::Choice {
   std::vector<uint64_t> mask;                    ///< the matcher's mask for this step
   std::vector<sched::Sampled> pending;           ///< sampled, not yet emitted (stop ids are not)
   uint32_t max_tokens = 0, generated = 0;
-  const char* finish = nullptr;  ///< decided (stop id, length, failure): no more steps
+  Finish finish = Finish::none;  ///< decided (stop id, length, failure): no more steps
   std::string error;
   bool removed = false;  ///< out of the scheduler
   bool done = false;     ///< its last piece is out (or the request was cancelled)
@@ -302,15 +302,15 @@ void Engine::admit() {
 
 void Engine::retire(bool cancellations) {
   for (auto& c : st_->live) {
-    if (cancellations && !c->done && !c->finish && c->r->cancelled.load(std::memory_order_relaxed)) {
+    if (cancellations && !c->done && c->finish == Finish::none && c->r->cancelled.load(std::memory_order_relaxed)) {
       c->done = true;  // nobody reads its output any more
     }
-    if (!c->removed && (c->finish || c->done || c->seq.failed)) {
+    if (!c->removed && (c->finish != Finish::none || c->done || c->seq.failed)) {
       st_->sched.remove(&c->seq);
       c->removed = true;
     }
-    if (c->seq.failed && !c->finish) {
-      c->finish = "error";
+    if (c->seq.failed && c->finish == Finish::none) {
+      c->finish = Finish::error;
       c->error = c->seq.failure;
     }
   }
@@ -328,7 +328,7 @@ void Engine::sample(const PlanRows& pr) {
   const std::vector<int32_t>& stops = model_.stop_ids();
   sched::parallel_each(pr.rows.size(), [&](size_t i) {
     Choice& c = *pr.rows[i].first;
-    if (c.finish || c.done) return;
+    if (c.finish != Finish::none || c.done) return;
     const float* logits = pr.result->logits.data() + size_t{pr.rows[i].second} * V;
     sched::Sampled s;
     if (c.matcher) {
@@ -338,7 +338,7 @@ void Engine::sample(const PlanRows& pr) {
         if (!c.matcher->accept_token(s.token))
           throw std::runtime_error(fmt::format("the grammar refused token {} that its own mask allowed", s.token));
       } catch (const std::exception& e) {
-        c.finish = "error";
+        c.finish = Finish::error;
         c.error = fmt::format("constrained decoding failed: {}", e.what());
         return;
       }
@@ -351,22 +351,22 @@ void Engine::sample(const PlanRows& pr) {
                          std::find(c.r->stop_ids.begin(), c.r->stop_ids.end(), s.token) != c.r->stop_ids.end() ||
                          (c.matcher && c.matcher->is_ended());
     if (stop_id) {
-      c.finish = "stop";  // neither its text nor its logprob goes out (as OpenAI)
+      c.finish = Finish::stop;  // neither its text nor its logprob goes out (as OpenAI)
       return;
     }
     c.seq.tokens.push_back(s.token);
     c.pending.push_back(s);
     if (c.matcher && c.matcher->must_end())
-      c.finish = "stop";  // the grammar is complete and allows nothing more
+      c.finish = Finish::stop;  // the grammar is complete and allows nothing more
     else if (c.generated >= c.max_tokens)
-      c.finish = "length";
+      c.finish = Finish::length;
   });
 }
 
 void Engine::emit() {
   std::vector<Choice*> work;
   for (auto& c : st_->live)
-    if (!c->done && (!c->pending.empty() || c->finish)) work.push_back(c.get());
+    if (!c->done && (!c->pending.empty() || c->finish != Finish::none)) work.push_back(c.get());
   sched::parallel_each(work.size(), [&](size_t i) {
     Choice& c = *work[i];
     try {
@@ -375,7 +375,7 @@ void Engine::emit() {
       Piece p;
       p.choice = c.index;
       p.error = fmt::format("emitting the output failed: {}", e.what());
-      c.finish = "error";
+      c.finish = Finish::error;
       c.done = true;
       c.r->push(std::move(p));
     }
@@ -396,7 +396,7 @@ void Engine::emit_one(Choice& c) {
       if (lp) piece.logprobs.push_back(p);
       if (c.r->return_token_ids) piece.token_ids.push_back(p.token);
       if (c.decoder && c.decoder->stopped()) {
-        c.finish = "stop";
+        c.finish = Finish::stop;
         const int si = c.decoder->stop_index();
         if (si >= 0 && static_cast<size_t>(si) < c.r->stop.size())
           piece.stop_sequence = c.r->stop[static_cast<size_t>(si)];
@@ -409,7 +409,7 @@ void Engine::emit_one(Choice& c) {
         metrics_.first_token(model_.name(), std::chrono::duration<double>(c.first_token - c.r->arrival).count());
     }
     c.pending.clear();
-    const bool last = c.finish != nullptr;
+    const bool last = c.finish != Finish::none;
     if (last && c.decoder) text += c.decoder->finish();
     if (c.parsers) {
       std::vector<ParseEvent> events;
@@ -421,7 +421,7 @@ void Engine::emit_one(Choice& c) {
         if (last)
           for (std::string& d : c.mapper->flush()) piece.deltas.push_back(std::move(d));
       } catch (const std::exception& e) {
-        c.finish = "error";
+        c.finish = Finish::error;
         c.error = fmt::format("the output parser failed: {}", e.what());
       }
       if (last)
@@ -430,12 +430,12 @@ void Engine::emit_one(Choice& c) {
       piece.text = std::move(text);
     }
     if (last) {
-      if (std::strcmp(c.finish, "error") == 0) {
+      if (c.finish == Finish::error) {
         piece.error = c.error.empty() ? "generation failed" : c.error;
       } else {
         // tool_calls only for a call that ended normally; one cut by max_tokens is "length".
-        piece.finish = c.mapper && !c.mapper->message().tool_calls.empty() && std::strcmp(c.finish, "stop") == 0
-                           ? "tool_calls"
+        piece.finish = c.mapper && !c.mapper->message().tool_calls.empty() && c.finish == Finish::stop
+                           ? Finish::tool_calls
                            : c.finish;
       }
       const double tpot = c.generated > 1 ? since(c.first_token) / (c.generated - 1) : 0;

@@ -616,7 +616,7 @@ std::string ResponseWriter::logprobs_json(const std::vector<sched::Sampled>& lps
 }
 
 std::string ResponseWriter::chunk(uint32_t index, const std::string& delta_or_text,
-                                  const std::vector<sched::Sampled>& lps, const char* finish, size_t text_offset,
+                                  const std::vector<sched::Sampled>& lps, Finish finish, size_t text_offset,
                                   const std::vector<int32_t>* ids) {
   json c = {{"index", index}};
   if (req_.chat)
@@ -624,7 +624,7 @@ std::string ResponseWriter::chunk(uint32_t index, const std::string& delta_or_te
   else
     c["text"] = delta_or_text;
   c["logprobs"] = lps.empty() ? json(nullptr) : json::parse(logprobs_json(lps, text_offset));
-  c["finish_reason"] = finish ? json(finish) : json(nullptr);
+  c["finish_reason"] = finish != Finish::none ? json(finish_reason(finish)) : json(nullptr);
   // return_token_ids, as vLLM streams them: the prompt's ids once (chat: on the response, at its
   // first chunk; completions: on each choice's first chunk), each chunk's own tokens on its choice.
   const bool prompt_ids = req_.gen->return_token_ids && !choices_[index].prompt_ids_sent;
@@ -660,20 +660,20 @@ std::string ResponseWriter::stream_piece(const Piece& p) {
   }
   if (req_.chat) {
     if (!co.role_sent) {
-      out += chunk(p.choice, R"({"role":"assistant","content":""})", {}, nullptr);
+      out += chunk(p.choice, R"({"role":"assistant","content":""})", {}, Finish::none);
       co.role_sent = true;
     }
     for (size_t i = 0; i < p.deltas.size(); ++i)
-      out += chunk(p.choice, p.deltas[i], i == 0 ? p.logprobs : std::vector<sched::Sampled>{}, nullptr, 0,
+      out += chunk(p.choice, p.deltas[i], i == 0 ? p.logprobs : std::vector<sched::Sampled>{}, Finish::none, 0,
                    i == 0 ? &p.token_ids : nullptr);
     if (p.deltas.empty() && (!p.logprobs.empty() || !p.token_ids.empty()))
-      out += chunk(p.choice, "{}", p.logprobs, nullptr, 0, &p.token_ids);
-    if (p.finish) out += chunk(p.choice, "{}", {}, p.finish);
+      out += chunk(p.choice, "{}", p.logprobs, Finish::none, 0, &p.token_ids);
+    if (p.finish != Finish::none) out += chunk(p.choice, "{}", {}, p.finish);
   } else {
     if (!p.text.empty() || !p.logprobs.empty() || !p.token_ids.empty())
-      out += chunk(p.choice, p.text, p.logprobs, nullptr, co.text.size(), &p.token_ids);
+      out += chunk(p.choice, p.text, p.logprobs, Finish::none, co.text.size(), &p.token_ids);
     co.text += p.text;  // completions' text_offset counts from the start of the choice's text
-    if (p.finish) out += chunk(p.choice, "", {}, p.finish);
+    if (p.finish != Finish::none) out += chunk(p.choice, "", {}, p.finish);
   }
   return out;
 }
@@ -704,7 +704,7 @@ void ResponseWriter::absorb(const Piece& p) {
   co.text += p.text;
   co.logprobs.insert(co.logprobs.end(), p.logprobs.begin(), p.logprobs.end());
   co.token_ids.insert(co.token_ids.end(), p.token_ids.begin(), p.token_ids.end());
-  if (p.finish) co.finish = p.finish;
+  if (p.finish != Finish::none) co.finish = p.finish;
 }
 
 std::string ResponseWriter::final_body(const Usage& u) const {
@@ -719,7 +719,7 @@ std::string ResponseWriter::final_body(const Usage& u) const {
       c["text"] = co.text;
     }
     c["logprobs"] = req_.gen->sampling.top_logprobs >= 0 ? json::parse(logprobs_json(co.logprobs, 0)) : json(nullptr);
-    c["finish_reason"] = co.finish ? co.finish : "stop";
+    c["finish_reason"] = finish_reason(co.finish != Finish::none ? co.finish : Finish::stop);
     if (req_.gen->return_token_ids) {  // vLLM's fields: completions carry their prompt on each choice
       if (!req_.chat) c["prompt_token_ids"] = prompt_ids_of(static_cast<uint32_t>(i));
       c["token_ids"] = co.token_ids;

@@ -56,7 +56,7 @@ struct ChoiceOut {
   std::string text;                 ///< completions
   std::vector<sched::Sampled> logprobs;
   std::vector<int32_t> token_ids;  ///< return_token_ids
-  const char* finish = nullptr;
+  Finish finish = Finish::none;
   bool role_sent = false;        ///< streaming chat: the role delta went out
   bool prompt_ids_sent = false;  ///< streaming return_token_ids: the prompt's ids went out
 };
@@ -77,7 +77,7 @@ class ResponseWriter {
  private:
   /** One chunk of choice `index` (whose ChoiceOut exists). `ids`: its tokens (return_token_ids). */
   std::string chunk(uint32_t index, const std::string& delta_or_text, const std::vector<sched::Sampled>& lps,
-                    const char* finish, size_t text_offset = 0, const std::vector<int32_t>* ids = nullptr);
+                    Finish finish, size_t text_offset = 0, const std::vector<int32_t>* ids = nullptr);
   const std::vector<int32_t>& prompt_ids_of(uint32_t choice) const;
   std::string logprobs_json(const std::vector<sched::Sampled>& lps, size_t text_offset) const;
 

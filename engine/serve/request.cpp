@@ -23,10 +23,26 @@ bool GenRequest::next(std::vector<Piece>& out, std::chrono::milliseconds timeout
   return !(out.empty() && choices_done == choices_total);
 }
 
+const char* finish_reason(Finish f) {
+  switch (f) {
+    case Finish::stop:
+      return "stop";
+    case Finish::length:
+      return "length";
+    case Finish::tool_calls:
+      return "tool_calls";
+    case Finish::error:
+      return "error";
+    case Finish::none:
+      break;
+  }
+  return "";
+}
+
 void GenRequest::push(Piece p) {
   {
     std::lock_guard lock(mu);
-    if (p.finish || !p.error.empty()) ++choices_done;
+    if (p.finish != Finish::none || !p.error.empty()) ++choices_done;
     pieces.push_back(std::move(p));
   }
   cv.notify_all();

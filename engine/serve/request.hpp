@@ -21,6 +21,12 @@
 
 namespace kiln::serve {
 
+/** Why a choice ended (none: it goes on). */
+enum class Finish : uint8_t { none, stop, length, tool_calls, error };
+
+/** OpenAI's finish_reason: "stop", "length", "tool_calls" ("error" and "" for the others). */
+const char* finish_reason(Finish f);
+
 /** One piece of output of one choice. */
 struct Piece {
   uint32_t choice = 0;
@@ -28,7 +34,7 @@ struct Piece {
   std::vector<std::string> deltas;       ///< chat: JSON objects of `choices[].delta` (content, reasoning, tool calls)
   std::vector<sched::Sampled> logprobs;  ///< the tokens behind this piece (when logprobs were asked for)
   std::vector<int32_t> token_ids;        ///< the same tokens' ids (when return_token_ids was asked for)
-  const char* finish = nullptr;          ///< set on the choice's last piece: stop, length, tool_calls
+  Finish finish = Finish::none;          ///< set on the choice's last piece: stop, length, tool_calls
   std::string stop_sequence;             ///< the stop string that ended the choice (on its last piece)
   std::string error;                     ///< the choice failed (a server error; the message says why)
 };

@@ -111,7 +111,7 @@ int messages(const std::string& body) {
       json{{"tool_calls", {{{"index", 0}, {"id", "call_1"}, {"function", {{"name", "f"}, {"arguments", "{\"a\""}}}}}}}
           .dump());
   p.deltas.push_back(json{{"tool_calls", {{{"index", 0}, {"function", {{"arguments", ": 1}"}}}}}}}.dump());
-  p.finish = "tool_calls";
+  p.finish = kiln::serve::Finish::tool_calls;
   kiln::serve::MessagesWriter w(*req, "m");
   check_events(w.stream_piece(p) + w.stream_end(kiln::serve::Usage{3, 1, 0}));
   kiln::serve::MessagesWriter w2(*req, "m");
@@ -157,7 +157,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     p.text = body;
   }
-  p.finish = "stop";
+  p.finish = kiln::serve::Finish::stop;
   try {
     sse = w.stream_piece(p) + w.stream_end(kiln::serve::Usage{3, 1, 0});
     check_sse(sse);
