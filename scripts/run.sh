@@ -8,7 +8,7 @@ bash scripts/setup.sh
 # Only what serving needs (target kiln_serving: kiln, its plugins, the default models' generator);
 # scripts/test.sh builds the rest.
 if [ ! -x build/bin/kiln ]; then
-  echo "run.sh: building kiln and its plugins: about 6 minutes on 2 cores from an empty compiler cache," \
+  echo "run.sh: building kiln and its plugins: about 5 minutes on 2 cores from an empty compiler cache," \
     "under a minute from a warm one" >&2
 fi
 KILN_TARGETS=kiln_serving bash scripts/build.sh build
