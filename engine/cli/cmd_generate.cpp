@@ -50,6 +50,7 @@ int run(const std::vector<std::string>& argv) {
       !number(args, "--top-k", &sp.top_k) || !number(args, "--seed", &sp.seed) || !number(args, "--temperature", &t))
     return usage_error("generate", "--max-tokens/--top-k/--seed take integers, --temperature/--top-p numbers");
   if (args.has("--temperature")) temperature = t;
+  if (max_tokens == 0) return usage_error("generate", "--max-tokens must be at least 1");
   std::vector<int32_t> prompt;
   if (args.has("--prompt-ids") && !parse_id_list(args.value("--prompt-ids"), &prompt))
     return usage_error("generate", "--prompt-ids must be comma-separated non-negative integers");

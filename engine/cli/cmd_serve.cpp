@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <csignal>
@@ -42,8 +43,9 @@ std::optional<std::string> positive(const Args& args, const char* flag, int* out
 
 /** The served name of a model path: its folder's or file's name, without .gguf. */
 std::string name_of(const std::string& path) {
-  std::filesystem::path p(path);
-  if (!p.has_filename()) p = p.parent_path();  // "models/Qwen3.5-4B/"
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec).lexically_normal();  // "." and "dir/"
+  if (!p.has_filename()) p = p.parent_path();
   return p.extension() == ".gguf" ? p.stem().string() : p.filename().string();
 }
 
@@ -60,7 +62,11 @@ std::optional<std::string> apply_model_flags(const Args& args, Config& config) {
     ModelConfig m;
     m.path = path;
     m.name = name_of(path);
-    if (m.name != path) m.aliases.push_back(path);  // clients that send the path as the model (vLLM's name)
+    // Clients that send the path as the model (vLLM's name for it), with or without a final slash.
+    std::string bare = path;
+    while (bare.size() > 1 && bare.back() == '/') bare.pop_back();
+    for (const std::string& a : {path, bare})
+      if (a != m.name && std::find(m.aliases.begin(), m.aliases.end(), a) == m.aliases.end()) m.aliases.push_back(a);
     config.models = {m};
   }
   const std::string* given = nullptr;
@@ -117,8 +123,11 @@ int run(const std::vector<std::string>& argv) {
                        "(try configs/default.yaml)");
   if (args.has("--device")) {
     const std::string d = args.value("--device");
-    if (d != "auto" && d != "vulkan" && d != "cpu" && d != "reference")
-      return usage_error("serve", fmt::format("--device must be auto, vulkan, cpu or reference (got '{}')", d));
+    if (d != "auto" && d != "vulkan" && d != "cpu" && d != "reference" && !(d.starts_with("vulkan:") && d.size() > 7))
+      return usage_error("serve",
+                         fmt::format("--device must be auto, vulkan, vulkan:N (a device index or name), cpu or "
+                                     "reference (got '{}')",
+                                     d));
   }
   if (args.has("--api-key") && args.value("--api-key").empty())
     return usage_error("serve", "--api-key takes a non-empty key");
@@ -153,7 +162,11 @@ int run(const std::vector<std::string>& argv) {
     ServerConfig server = config.server.value_or(ServerConfig{});
     if (args.has("--api-key")) server.api_keys = {args.value("--api-key")};
     BackendConfig backend = config.backend.value_or(BackendConfig{});
-    if (args.has("--device")) backend.kind = args.value("--device");
+    if (args.has("--device")) {
+      const std::string d = args.value("--device");
+      backend.kind = d.starts_with("vulkan:") ? "vulkan" : d;
+      if (d.starts_with("vulkan:")) backend.device = d.substr(7);  // as the YAML's backend.device
+    }
     std::vector<std::unique_ptr<serve::ServedModel>> models;
     for (const ModelConfig& m : config.models) {
       log::info("[serve] loading model '{}' from {}", m.name, m.path);
@@ -212,7 +225,8 @@ const bool registered = register_command({
     "  --max-batch-tokens N     tokens per step (prefill chunks)\n"
     "  --cache-memory SIZE      KV cache memory (4GiB, 512MiB, ...)\n"
     "Server:\n"
-    "  --device D               auto (a hardware GPU, else the CPU), vulkan, cpu or reference\n"
+    "  --device D               auto (a hardware GPU, else the CPU), vulkan, vulkan:N (index or\n"
+    "                           name), cpu or reference\n"
     "  --host H, --port P       where to listen (default 127.0.0.1:8080; --port 0 picks a free port,\n"
     "                           printed as 'kiln serve: listening on http://HOST:PORT')\n"
     "  --api-key KEY            require 'Authorization: Bearer KEY' (or x-api-key)\n\n"

@@ -7,6 +7,23 @@
 namespace kiln {
 namespace {
 
+using Members = OrderedJson::object_t::Container;
+
+constexpr const char* kTooDeep = "JSON nests deeper than ";
+
+/**
+ * Room for one more member. The members are pair<const string, json>: the const key makes the
+ * pair's move throwing, so std::vector would grow by copying every member's whole subtree (deep
+ * JSON would cost depth squared, and recursion). Here the keys are copied and the values moved.
+ */
+void reserve_one(Members& m) {
+  if (m.size() < m.capacity()) return;
+  Members grown;
+  grown.reserve(m.empty() ? 4 : 2 * m.size());
+  for (auto& [k, v] : m) grown.emplace_back(k, std::move(v));
+  m.swap(grown);
+}
+
 /** nlohmann SAX events to an ordered_json tree; each open object has a hash index of its keys. */
 class Builder {
  public:
@@ -16,7 +33,8 @@ class Builder {
   using string_t = OrderedJson::string_t;
   using binary_t = OrderedJson::binary_t;
 
-  explicit Builder(OrderedJson& root) : root_(root) {}
+  Builder(OrderedJson& root, size_t max_depth) : root_(root), max_depth_(max_depth) {}
+  bool too_deep_ = false;  ///< parsing stopped at max_depth
 
   bool null() { return put(OrderedJson(nullptr)); }
   bool boolean(bool v) { return put(OrderedJson(v)); }
@@ -26,15 +44,16 @@ class Builder {
   bool string(string_t& v) { return put(OrderedJson(std::move(v))); }
   bool binary(binary_t& v) { return put(OrderedJson::binary(std::move(v))); }
   bool start_object(std::size_t) {
+    if (open_.size() >= max_depth_) return too_deep_ = true, false;
     OrderedJson* at = slot(OrderedJson::object());
     open_.push_back({at, {}});
     return true;
   }
   bool key(string_t& k) {
     Open& o = open_.back();
-    auto& items = static_cast<OrderedJson::object_t::Container&>(o.value->get_ref<OrderedJson::object_t&>());
+    auto& items = static_cast<Members&>(o.value->get_ref<OrderedJson::object_t&>());
     auto [it, fresh] = o.index.try_emplace(k, items.size());
-    if (fresh) items.emplace_back(std::move(k), OrderedJson());
+    if (fresh) reserve_one(items), items.emplace_back(std::move(k), OrderedJson());
     pending_ = &items[it->second].second;  // a repeated key: its first slot takes the new value
     return true;
   }
@@ -43,6 +62,7 @@ class Builder {
     return true;
   }
   bool start_array(std::size_t) {
+    if (open_.size() >= max_depth_) return too_deep_ = true, false;
     OrderedJson* at = slot(OrderedJson::array());
     open_.push_back({at, {}});
     return true;
@@ -86,21 +106,29 @@ class Builder {
   }
 
   OrderedJson& root_;
+  size_t max_depth_;
   std::vector<Open> open_;
   OrderedJson* pending_ = nullptr;
 };
 
 }  // namespace
 
-void append_member(OrderedJson& object, std::string key, OrderedJson value) {
-  static_cast<OrderedJson::object_t::Container&>(object.get_ref<OrderedJson::object_t&>())
-      .emplace_back(std::move(key), std::move(value));
+bool nests_too_deep(const nlohmann::json::exception& e) {
+  return e.id == 101 && std::string_view(e.what()).find(kTooDeep) != std::string_view::npos;
 }
 
-OrderedJson parse_ordered_json(std::string_view text) {
+void append_member(OrderedJson& object, std::string key, OrderedJson value) {
+  auto& members = static_cast<Members&>(object.get_ref<OrderedJson::object_t&>());
+  reserve_one(members);
+  members.emplace_back(std::move(key), std::move(value));
+}
+
+OrderedJson parse_ordered_json(std::string_view text, size_t max_depth) {
   OrderedJson root;
-  Builder b(root);
-  OrderedJson::sax_parse(text, &b);
+  Builder b(root, max_depth);
+  if (!OrderedJson::sax_parse(text, &b) && b.too_deep_)
+    throw OrderedJson::parse_error::create(101, 0, kTooDeep + std::to_string(max_depth) + " arrays and objects",
+                                           nullptr);
   return root;
 }
 

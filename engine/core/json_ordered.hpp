@@ -4,6 +4,7 @@
 // Include it only from .cpp files (it includes nlohmann/json).
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -17,9 +18,13 @@ using OrderedJson = nlohmann::ordered_json;
  * Parses JSON text in time linear in its size (nlohmann's own ordered parse searches each object's
  * keys on every insert: quadratic in an object's key count). A repeated key keeps its first
  * position and takes the last value, as Python's json.loads does. Throws nlohmann::json::exception
- * (parse_error with the byte offset) on bad text.
+ * (parse_error with the byte offset) on bad text, and parse_error for text nesting deeper than
+ * `max_depth` arrays and objects (copying, printing and freeing JSON recurse once per level).
  */
-OrderedJson parse_ordered_json(std::string_view text);
+OrderedJson parse_ordered_json(std::string_view text, size_t max_depth = 256);
+
+/** Whether a parse_ordered_json error is the depth limit (not bad text). */
+bool nests_too_deep(const nlohmann::json::exception& e);
 
 /** Appends a member to an object without looking for the key (the caller knows it is new). */
 void append_member(OrderedJson& object, std::string key, OrderedJson value);

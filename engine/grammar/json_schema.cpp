@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json_ordered.hpp"
 #include "grammar/json_format.hpp"
 #include "grammar/json_number.hpp"
 #include "grammar/recognizer.hpp"
@@ -938,8 +939,8 @@ void prune_unproductive(Grammar& g) {
 
 Json parse_schema(std::string_view schema, std::string_view where) {
   try {
-    return Json::parse(schema);
-  } catch (const nlohmann::json::parse_error& e) {
+    return parse_ordered_json(schema);  // linear however many keys an object holds
+  } catch (const nlohmann::json::exception& e) {
     throw GrammarError(fmt::format("the schema is not valid JSON: {}", e.what()), std::string(where));
   }
 }

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
+#include "core/json_ordered.hpp"
 #include "grammar/json_schema.hpp"
 #include "grammar/regex.hpp"
 
@@ -264,7 +265,7 @@ Element add_tool_calls(Grammar& g, const std::vector<ToolSpec>& tools, const Too
     json p;
     if (!tools[i].parameters.empty()) {
       try {
-        p = json::parse(tools[i].parameters);
+        p = parse_ordered_json(tools[i].parameters);
       } catch (const json::exception&) {
         throw GrammarError("the parameters are not valid JSON", where);
       }

@@ -58,7 +58,7 @@ struct Engine::Choice {
 struct Engine::Prep {
   std::shared_ptr<GenRequest> r;
   std::vector<std::vector<int32_t>> prompts;
-  std::vector<bool> from_bos;  ///< per prompt: it was empty, BOS stands in (the output starts a text)
+  std::vector<bool> from_bos;  ///< per prompt: empty or BOS alone (the output starts a text)
   std::string prompt_tail;
   uint32_t max_tokens = 0;
   std::shared_ptr<const grammar::CompiledGrammar> grammar;  ///< constrained requests
@@ -160,8 +160,10 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
   const uint32_t V = model_.n_vocab(), ctx = model_.max_context();
   const uint64_t cap = std::min<uint64_t>(ctx, model_.cache_token_capacity());
   uint32_t longest = 0;
+  const std::optional<int32_t> bos = model_.tokenizer() ? model_.tokenizer()->bos_id() : std::nullopt;
   for (auto& ids : p->prompts) {
-    p->from_bos.push_back(ids.empty());
+    // Empty, or BOS alone (an empty text encoded): the output starts a text.
+    p->from_bos.push_back(ids.empty() || (bos && ids.size() == 1 && ids[0] == *bos));
     if (ids.empty()) {
       if (!model_.tokenizer() || !model_.tokenizer()->bos_id())
         return fail("the prompt is empty and the model has no BOS token to start from", prompt_param);

@@ -627,11 +627,13 @@ std::string ResponseWriter::chunk(uint32_t index, const std::string& delta_or_te
   c["finish_reason"] = finish != Finish::none ? json(finish_reason(finish)) : json(nullptr);
   // return_token_ids, as vLLM streams them: the prompt's ids once (chat: on the response, at its
   // first chunk; completions: on each choice's first chunk), each chunk's own tokens on its choice.
-  const bool prompt_ids = req_.gen->return_token_ids && !choices_[index].prompt_ids_sent;
+  bool chat_prompt_ids = false;
   if (req_.gen->return_token_ids) {
-    if (prompt_ids && !req_.chat) c["prompt_token_ids"] = prompt_ids_of(index);
-    c["token_ids"] = ids ? json(*ids) : json::array();
+    if (!req_.chat && !choices_[index].prompt_ids_sent) c["prompt_token_ids"] = prompt_ids_of(index);
     choices_[index].prompt_ids_sent = true;
+    c["token_ids"] = ids ? json(*ids) : json::array();
+    chat_prompt_ids = req_.chat && !chat_prompt_ids_sent_;  // whichever choice's chunk goes out first
+    chat_prompt_ids_sent_ = true;
   }
   json j = {{"id", id_},
             {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
@@ -639,7 +641,7 @@ std::string ResponseWriter::chunk(uint32_t index, const std::string& delta_or_te
             {"model", model_},
             {"system_fingerprint", nullptr},  // OpenAI sends the field; clients read it
             {"choices", json::array({c})}};
-  if (prompt_ids && req_.chat && index == 0) j["prompt_token_ids"] = prompt_ids_of(index);
+  if (chat_prompt_ids) j["prompt_token_ids"] = prompt_ids_of(index);
   return "data: " + dump(j) + "\n\n";
 }
 

@@ -58,7 +58,7 @@ struct ChoiceOut {
   std::vector<int32_t> token_ids;  ///< return_token_ids
   Finish finish = Finish::none;
   bool role_sent = false;        ///< streaming chat: the role delta went out
-  bool prompt_ids_sent = false;  ///< streaming return_token_ids: the prompt's ids went out
+  bool prompt_ids_sent = false;  ///< streaming completions, return_token_ids: the prompt's ids went out
 };
 
 /** The stream of SSE events for one request. */
@@ -85,6 +85,7 @@ class ResponseWriter {
   std::string model_, id_;
   int64_t created_;
   std::vector<ChoiceOut> choices_;
+  bool chat_prompt_ids_sent_ = false;  ///< streaming chat, return_token_ids: the prompt's ids went out
 };
 
 }  // namespace kiln::serve

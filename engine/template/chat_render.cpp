@@ -22,8 +22,11 @@ std::string read_file(const std::filesystem::path& p) {
 
 ojson parse_json(std::string_view text, const std::string& what, bool request) {
   try {
-    return parse_ordered_json(text);  // linear even for objects with many keys
+    return parse_ordered_json(text, tmpl::kMaxNesting + 2);  // linear even for objects with many keys
   } catch (const nlohmann::json::exception& e) {
+    if (request && nests_too_deep(e))
+      throw TemplateError(TemplateError::Kind::Limit,
+                          what + " nests deeper than " + std::to_string(tmpl::kMaxNesting) + " levels");
     if (request) throw TemplateError(TemplateError::Kind::Render, what + " is not valid JSON: " + e.what());
     throw_error("[template] {} is not valid JSON: {}", what, e.what());
   }
@@ -155,7 +158,7 @@ std::string ChatTemplate::render_request(std::string_view request_json, const Te
       auto& fn = tc["function"];
       if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
       try {
-        ojson parsed = parse_ordered_json(fn["arguments"].get<std::string>());
+        ojson parsed = parse_ordered_json(fn["arguments"].get<std::string>(), tmpl::kMaxNesting);
         if (parsed.is_object()) fn["arguments"] = std::move(parsed);
       } catch (const nlohmann::json::exception&) {  // not JSON: the template sees the text
       }

@@ -15,8 +15,11 @@ Template& Template::operator=(Template&&) noexcept = default;
 std::string Template::render_json(std::string_view context_json, const TemplateLimits& limits) const {
   nlohmann::ordered_json ctx;
   try {
-    ctx = parse_ordered_json(context_json);
+    ctx = parse_ordered_json(context_json, tmpl::kMaxNesting + 2);  // from_json's limit, inside the context
   } catch (const nlohmann::json::exception& e) {
+    if (nests_too_deep(e))
+      throw TemplateError(TemplateError::Kind::Limit,
+                          "JSON input nested deeper than " + std::to_string(tmpl::kMaxNesting) + " levels");
     throw TemplateError(TemplateError::Kind::Render, std::string("the context is not valid JSON: ") + e.what());
   }
   if (!ctx.is_object()) throw TemplateError(TemplateError::Kind::Render, "the context must be a JSON object");

@@ -49,6 +49,25 @@ TEST(OrderedJson, AnObjectOfManyKeysParsesInLinearTime) {
   EXPECT_EQ(items.back().second, 999999);
 }
 
+TEST(OrderedJson, TextNestingDeeperThanTheLimitIsAParseError) {
+  const std::string deep = std::string(300, '[') + std::string(300, ']');
+  EXPECT_THROW(parse_ordered_json(deep), OrderedJson::parse_error);  // 256 by default
+  EXPECT_EQ(parse_ordered_json(deep, 300).dump(), deep);
+  EXPECT_THROW(parse_ordered_json(R"({"a": {"b": 1}})", 1), OrderedJson::parse_error);
+  EXPECT_EQ(parse_ordered_json(R"({"a": {"b": 1}})", 2).dump(), R"({"a":{"b":1}})");
+}
+
+// Objects nested with siblings after them: each level's members grow their vector while the deeper
+// levels are already built; growing moves them (a copy would be depth squared, and recursive).
+TEST(OrderedJson, DeepObjectsWithSiblingsParseWhole) {
+  std::string text;
+  for (int i = 0; i < 250; ++i) text += R"({"a":)";
+  text += "0";
+  for (int i = 0; i < 250; ++i) text += R"(,"b":1,"c":2,"d":3,"e":4,"f":5})";
+  const OrderedJson j = parse_ordered_json(text);
+  EXPECT_EQ(j.dump(), text);
+}
+
 TEST(OrderedJson, AppendMemberAddsAtTheEnd) {
   OrderedJson o = OrderedJson::object();
   append_member(o, "z", 1);
