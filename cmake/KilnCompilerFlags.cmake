@@ -20,6 +20,20 @@ elseif(NOT KILN_DEBUG_INFO STREQUAL "full")
   message(FATAL_ERROR "KILN_DEBUG_INFO must be lines or full (got '${KILN_DEBUG_INFO}')")
 endif()
 
+# Linker: lld where the compiler can use it. Links are not cached, and the test command links about
+# 180 executables across its three builds: lld linked test_serve in 0.6 s against GNU ld's 2.1 s.
+# -DKILN_LINKER=default keeps the compiler's own.
+set(KILN_LINKER lld CACHE STRING "Linker: lld (when the compiler can use it) or default")
+if(KILN_LINKER STREQUAL "lld")
+  include(CheckLinkerFlag)
+  check_linker_flag(CXX -fuse-ld=lld KILN_HAVE_LLD)
+  if(KILN_HAVE_LLD)
+    add_link_options(-fuse-ld=lld)
+  endif()
+elseif(NOT KILN_LINKER STREQUAL "default")
+  message(FATAL_ERROR "KILN_LINKER must be lld or default (got '${KILN_LINKER}')")
+endif()
+
 add_library(kiln_warnings INTERFACE)
 target_compile_options(kiln_warnings INTERFACE -Wall -Wextra -Werror -Wno-error=deprecated-declarations)
 
