@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "fixtures.hpp"
 #include "scripted_model.hpp"
 #include "serve/anthropic.hpp"
 #include "template/corpus.hpp"
@@ -28,14 +29,19 @@ constexpr const char* kSchema = R"({"type": "object", "properties": {"zcity": {"
   {"when": {"type": "string"}, "at": {"type": "integer"}}}}})";
 constexpr const char* kAlarm = R"({"type": "object", "properties": {"when": {"type": "string"}}})";
 
-std::string openai_body(const std::string& extra) {
-  return std::string(R"({"model": "scripted", "messages": [{"role": "system", "content": "You are terse."},
-    {"role": "user", "content": "Weather in Paris?"},
+// The conversation after the system prompt, in OpenAI's shape (the client's, and the Anthropic
+// route's conversion of anthropic_body()).
+constexpr const char* kMessages = R"({"role": "user", "content": "Weather in Paris?"},
     {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function":
       {"name": "get_weather", "arguments": "{\"zcity\": \"Paris\", \"aunit\": \"celsius\", \"days\": [{\"when\": \"today\", \"at\": 9}]}"}}]},
     {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21, \"sky\": \"clear\"}"},
-    {"role": "user", "content": "And tomorrow?"}],
-  "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Get weather", "parameters": )") +
+    {"role": "user", "content": "And tomorrow?"})";
+
+std::string openai_body(const std::string& extra) {
+  return std::string(R"({"model": "scripted", "messages": [{"role": "system", "content": "You are terse."}, )") +
+         kMessages +
+         R"(], "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Get weather",
+    "parameters": )" +
          kSchema + R"(}}, {"type": "function", "function": {"name": "alarm", "parameters": )" + kAlarm +
          R"(, "description": "Set an alarm"}}],
   "chat_template_kwargs": {"zeta": 1, "enable_thinking": false})" +
@@ -56,16 +62,11 @@ std::string anthropic_body() {
 /** What vLLM's Anthropic route hands the template for anthropic_body(): the OpenAI chat body with
  *  each tool as {type, function: {name, description, parameters}}; thinking off unless asked. */
 std::string anthropic_as_openai() {
-  return std::string(R"({"messages": [{"role": "system", "content": "You are terse."},
-    {"role": "user", "content": "Weather in Paris?"},
-    {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function":
-      {"name": "get_weather", "arguments": "{\"zcity\": \"Paris\", \"aunit\": \"celsius\", \"days\": [{\"when\": \"today\", \"at\": 9}]}"}}]},
-    {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21, \"sky\": \"clear\"}"},
-    {"role": "user", "content": "And tomorrow?"}],
-  "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Get weather", "parameters": )") +
-         kSchema + R"(}}, {"type": "function", "function": {"name": "alarm", "description": "Set an alarm",
+  return std::string(R"({"messages": [{"role": "system", "content": "You are terse."}, )") + kMessages +
+         R"(], "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Get weather",
     "parameters": )" +
-         kAlarm + R"(}}], "chat_template_kwargs": {"enable_thinking": false}})";
+         kSchema + R"(}}, {"type": "function", "function": {"name": "alarm", "description": "Set an alarm",
+    "parameters": )" + kAlarm + R"(}}], "chat_template_kwargs": {"enable_thinking": false}})";
 }
 
 std::string read(const fs::path& p) {
@@ -73,11 +74,6 @@ std::string read(const fs::path& p) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-fs::path fixtures_dir() {
-  if (const char* env = std::getenv("KILN_FIXTURES")) return env;
-  return fs::path(KILN_TEST_SOURCE_DIR) / ".." / "shared" / "fixtures";
 }
 
 /** Python Jinja2's rendering of each {"template", "context"}: {"ok", "out"} or {"ok": false, "error"}. */
@@ -100,7 +96,7 @@ struct Fixture {
 /** The fixture chat templates that take tools. */
 std::vector<Fixture> tool_templates() {
   std::vector<Fixture> out;
-  const fs::path dir = fixtures_dir() / "chat-templates";
+  const fs::path dir = fs::path(kiln::test::fixtures_dir()) / "chat-templates";
   if (!fs::exists(dir)) return out;
   for (const auto& e : fs::directory_iterator(dir)) {
     if (e.path().extension() != ".jinja") continue;
@@ -125,7 +121,7 @@ TEST(RequestOrder, PromptsAreByteIdenticalToJinja2OnEveryToolTemplateInBothApis)
   if (std::system("python3 -c 'import jinja2' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "python3 with jinja2 (Debian package python3-jinja2) is not available";
   const std::vector<Fixture> templates = tool_templates();
-  if (templates.empty()) GTEST_SKIP() << "missing fixtures: " << fixtures_dir() << " (set KILN_FIXTURES)";
+  if (templates.empty()) GTEST_SKIP() << "missing fixtures: " << kiln::test::fixtures_dir() << " (set KILN_FIXTURES)";
   ASSERT_GE(templates.size(), 5u);  // Qwen3, Qwen3-Coder, Qwen3.5, Gemma 4 (two)
   int client_order = 0;             // templates whose prompt keeps the client's key order
 
