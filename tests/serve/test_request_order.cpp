@@ -4,8 +4,6 @@
 // (through /tokenize, a real request's prompt_token_ids, and the Anthropic route's own body) and
 // by Python Jinja2 as transformers configures it (tools/oracle/render_template.py) from the body
 // as the client sent it. And tool-call arguments come back in the order the model wrote them.
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -76,19 +74,6 @@ std::string read(const fs::path& p) {
   return ss.str();
 }
 
-/** Python Jinja2's rendering of each {"template", "context"}: {"ok", "out"} or {"ok": false, "error"}. */
-ojson jinja2(const ojson& cases) {
-  const fs::path dir = fs::temp_directory_path() / ("kiln-order-oracle-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  std::ofstream(dir / "in.json") << cases.dump();
-  const std::string cmd = "python3 " + (fs::path(KILN_TEST_SOURCE_DIR) / "tools/oracle/render_template.py").string() +
-                          " --batch < " + (dir / "in.json").string() + " > " + (dir / "out.json").string();
-  const int rc = std::system(cmd.c_str());
-  ojson out = rc == 0 ? ojson::parse(read(dir / "out.json"), nullptr, false) : ojson();
-  fs::remove_all(dir);
-  return out;
-}
-
 struct Fixture {
   std::string name, text;
 };
@@ -136,9 +121,9 @@ TEST(RequestOrder, PromptsAreByteIdenticalToJinja2OnEveryToolTemplateInBothApis)
     // The oracle's view: the bodies as the client sent them.
     const ojson sent = ojson::parse(openai_body(""));
     const ojson converted = ojson::parse(anthropic_as_openai());
-    const ojson want =
-        jinja2(ojson::array({{{"template", fx.text}, {"context", kiln::test::hf_context(sent, config)}},
-                             {{"template", fx.text}, {"context", kiln::test::hf_context(converted, config)}}}));
+    const ojson want = kiln::test::render_with_jinja2(
+        ojson::array({{{"template", fx.text}, {"context", kiln::test::hf_context(sent, config)}},
+                      {{"template", fx.text}, {"context", kiln::test::hf_context(converted, config)}}}));
     ASSERT_TRUE(want.is_array() && want.size() == 2 && want[0]["ok"] == true && want[1]["ok"] == true)
         << "the oracle failed: " << want.dump();
     const std::string want_openai = want[0]["out"], want_anthropic = want[1]["out"];

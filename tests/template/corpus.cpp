@@ -1,8 +1,16 @@
 #include "corpus.hpp"
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <string>
+
+#include "source_paths.hpp"
 
 namespace kiln::test {
 namespace {
@@ -161,6 +169,24 @@ ojson hf_context(const ojson& req, const ojson& config) {
   ctx["documents"] = ojson();
   ctx["add_generation_prompt"] = req.value("add_generation_prompt", true);
   return ctx;
+}
+
+ojson render_with_jinja2(const ojson& cases) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kiln-jinja2-oracle-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "in.json") << cases.dump();
+  const std::string cmd = "python3 " + (fs::path(KILN_TEST_SOURCE_DIR) / "tools/oracle/render_template.py").string() +
+                          " --batch < " + (dir / "in.json").string() + " > " + (dir / "out.json").string();
+  ojson out;
+  if (std::system(cmd.c_str()) == 0) {
+    std::ifstream in(dir / "out.json", std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    out = ojson::parse(ss.str(), nullptr, false);
+  }
+  fs::remove_all(dir);
+  return out;
 }
 
 }  // namespace kiln::test

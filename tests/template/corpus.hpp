@@ -16,4 +16,9 @@ std::vector<nlohmann::ordered_json> make_chat_corpus(uint32_t seed, int count);
  *  with tokenizer_config.json's special tokens (vLLM's argument parsing included). */
 nlohmann::ordered_json hf_context(const nlohmann::ordered_json& request, const nlohmann::ordered_json& tokenizer_config);
 
+/** Python Jinja2 as transformers configures it (tools/oracle/render_template.py, one process for
+ *  all): each case {"template", "context"} → {"ok": true, "out"} or {"ok": false, "type", "error"};
+ *  null when the oracle could not run. */
+nlohmann::ordered_json render_with_jinja2(const nlohmann::ordered_json& cases);
+
 }  // namespace kiln::test

@@ -56,18 +56,6 @@ std::string oracle_missing() {
   return {};
 }
 
-// Renders all cases ({"template", "context"}) in one python process.
-ojson run_oracle(const ojson& cases) {
-  const fs::path dir = temp_dir("oracle");
-  std::ofstream(dir / "in.json") << cases.dump();
-  const std::string cmd = "python3 " + (fs::path(KILN_TEST_SOURCE_DIR) / "tools/oracle/render_template.py").string() +
-                          " --batch < " + (dir / "in.json").string() + " > " + (dir / "out.json").string();
-  const int rc = std::system(cmd.c_str());
-  ojson out = rc == 0 ? ojson::parse(read(dir / "out.json"), nullptr, false) : ojson();
-  fs::remove_all(dir);
-  return out;
-}
-
 struct Result {
   bool ok;
   std::string text;  // output, or error message
@@ -135,7 +123,7 @@ TEST(TemplateOracle, RealTemplatesMatchJinja2OnTheCorpus) {
       labels.push_back(f.filename().string() + " #" + std::to_string(i));
     }
   }
-  const ojson ref = run_oracle(cases);
+  const ojson ref = kiln::test::render_with_jinja2(cases);
   ASSERT_TRUE(ref.is_array() && ref.size() == cases.size()) << "the oracle failed; run tools/oracle/render_template.py";
   int mismatches = 0, rendered = 0, raised = 0;
   for (size_t k = 0; k < mine.size(); ++k) {
@@ -178,7 +166,7 @@ TEST(TemplateOracle, NpmTokenizerConfigsMatchJinja2) {
       cases.push_back({{"template", config["chat_template"]}, {"context", kiln::test::hf_context(req, config)}});
       mine.push_back(ours(ct, req));
     }
-    const ojson ref = run_oracle(cases);
+    const ojson ref = kiln::test::render_with_jinja2(cases);
     ASSERT_TRUE(ref.is_array() && ref.size() == cases.size());
     for (size_t k = 0; k < mine.size(); ++k) {
       std::string why;
