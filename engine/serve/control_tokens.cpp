@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <unordered_map>
 
 #include "core/json_ordered.hpp"
 
@@ -133,15 +132,11 @@ void mark_all(json& v, const Controls& c) {
     for (json& x : v) mark_all(x, c);
   } else if (v.is_object()) {
     json o = json::object();
-    std::unordered_map<std::string, size_t> at;  // keys that mark alike: the last value, the first place
     for (auto& [k, x] : v.items()) {
       mark_all(x, c);
-      std::string key = mark(k, c);
-      if (auto [it, fresh] = at.try_emplace(key, o.size()); !fresh) {
-        static_cast<json::object_t::Container&>(o.get_ref<json::object_t&>())[it->second].second = std::move(x);
-        continue;
-      }
-      append_member(o, std::move(key), std::move(x));
+      // Keys that mark alike stay two here; the template's parse of this text keeps the first
+      // place and the last value, as one object would.
+      append_member(o, mark(k, c), std::move(x));
     }
     v = std::move(o);
   }
