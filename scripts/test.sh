@@ -59,12 +59,27 @@ if [ "${KILN_SKIP_TSAN:-0}" != 1 ]; then
                           [test_serve]='-*RandomWeights.JsonSchema*:*RandomWeights.Forced*')
   stage tsan-build env CC=clang CXX=clang++ KILN_TARGETS="${tsan_tests[*]}" bash scripts/build.sh build-tsan \
     -DKILN_TSAN=ON -DKILN_STATIC_PLUGINS=ON -DKILN_BUILD_BENCH=OFF
+  # Two lanes, one per core: test_serve (most of the stage, and one core's worth in one process)
+  # split into two gtest shards, the small binaries ahead of the first shard. Each lane logs to
+  # its own file, printed when both are done.
+  tsan_one() {  # tsan_one BINARY [shard]: one binary, or one of its two shards
+    local shard=()
+    [ -n "${2:-}" ] && shard=(GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX="$2")
+    env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" KILN_CPU_THREADS=1 \
+      VK_ICD_FILENAMES=/nonexistent VK_DRIVER_FILES=/nonexistent "${shard[@]}" \
+      build-tsan/bin/"$1" --gtest_brief=1 --gtest_filter="${tsan_filter[$1]:-*}"
+  }
   tsan_run() {
-    for t in "${tsan_tests[@]}"; do
-      TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" KILN_CPU_THREADS=1 \
-        VK_ICD_FILENAMES=/nonexistent VK_DRIVER_FILES=/nonexistent \
-        build-tsan/bin/"$t" --gtest_brief=1 --gtest_filter="${tsan_filter[$t]:-*}"
-    done
+    local small=("${tsan_tests[@]/test_serve/}") rc=0
+    ( for t in ${small[*]}; do tsan_one "$t" || exit 1; done && tsan_one test_serve 0 ) \
+      > build-tsan/tsan-lane0.log 2>&1 &
+    local lane0=$!
+    tsan_one test_serve 1 > build-tsan/tsan-lane1.log 2>&1 &
+    local lane1=$!
+    wait "$lane0" || rc=1
+    wait "$lane1" || rc=1
+    cat build-tsan/tsan-lane0.log build-tsan/tsan-lane1.log
+    return "$rc"
   }
   stage tsan-run tsan_run
 fi
