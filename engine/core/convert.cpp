@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/ggml_blocks.hpp"
 #include "core/half.hpp"
 
 namespace kiln {
@@ -139,33 +140,13 @@ bool to_f32(DType t, const void* src, int64_t n, float* dst) {
         dst[i] = static_cast<float>(d);
       }
       return true;
-    case DType::q8_0:
-      if (n % kQuantBlock) return false;
-      for (int64_t b = 0; b < n / kQuantBlock; ++b) {
-        const uint8_t* blk = p + b * 34;
-        const float d = f16_to_f32(load_u16(blk));
-        const auto* q = reinterpret_cast<const int8_t*>(blk + 2);
-        for (int j = 0; j < 32; ++j) dst[b * 32 + j] = d * q[j];
-      }
-      return true;
-    case DType::q4_0:
-      if (n % kQuantBlock) return false;
-      for (int64_t b = 0; b < n / kQuantBlock; ++b) {
-        const uint8_t* blk = p + b * 18;
-        const float d = f16_to_f32(load_u16(blk));
-        for (int j = 0; j < 16; ++j) {
-          dst[b * 32 + j] = d * static_cast<float>((blk[2 + j] & 0x0f) - 8);
-          dst[b * 32 + j + 16] = d * static_cast<float>((blk[2 + j] >> 4) - 8);
-        }
-      }
-      return true;
     case DType::kv_q8:
     case DType::kv_q4:
       if (!kv_group(n)) return false;
       dequantize_kv(t, p, n, dst);
       return true;
     default:
-      return false;
+      return dequantize_blocks(t, p, n, dst);
   }
 }
 

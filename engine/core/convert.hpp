@@ -1,5 +1,6 @@
 // Element conversions between kiln's storage types (core/dtype.hpp) and f32: f16 / bf16 / f64
-// widening and narrowing, ggml Q8_0 / Q4_0 blocks dequantized, and quantized as llama.cpp does. The
+// widening and narrowing, ggml's weight blocks dequantized (core/ggml_blocks.hpp), and Q8_0 / Q4_0
+// quantized as llama.cpp does. The
 // checkpoint readers, the model host and the CPU backend's kernels all convert through these.
 #pragma once
 
@@ -11,7 +12,7 @@ namespace kiln {
 
 /**
  * Converts `n` elements of `src` stored as `t` to f32. False for types that are not numbers of a
- * model (integers, bool) and for a quantized `n` that is not a multiple of 32. For the KV formats
+ * model (integers, bool) and for a quantized `n` that is not a whole number of blocks. For the KV formats
  * (kv_q8, kv_q4) `n` is one row: its length decides the groups (kv_group).
  */
 bool to_f32(DType t, const void* src, int64_t n, float* dst);

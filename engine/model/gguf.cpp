@@ -24,7 +24,17 @@ bool ggml_type_to_dtype(uint32_t t, DType* out) {
     case 0: *out = DType::f32; return true;
     case 1: *out = DType::f16; return true;
     case 2: *out = DType::q4_0; return true;
+    case 3: *out = DType::q4_1; return true;
+    case 6: *out = DType::q5_0; return true;
+    case 7: *out = DType::q5_1; return true;
     case 8: *out = DType::q8_0; return true;
+    case 10: *out = DType::q2_k; return true;
+    case 11: *out = DType::q3_k; return true;
+    case 12: *out = DType::q4_k; return true;
+    case 13: *out = DType::q5_k; return true;
+    case 14: *out = DType::q6_k; return true;
+    case 20: *out = DType::iq4_nl; return true;
+    case 23: *out = DType::iq4_xs; return true;
     case 24: *out = DType::i8; return true;
     case 25: *out = DType::i16; return true;
     case 26: *out = DType::i32; return true;
@@ -200,8 +210,8 @@ GgufFile GgufFile::open(const std::string& path) {
     ti.shape.assign(ne.rbegin(), ne.rend());
     const uint32_t gt = c.read<uint32_t>("a tensor type");
     if (!ggml_type_to_dtype(gt, &ti.dtype))
-      throw_error("[gguf] {}: tensor '{}' has type {} ({}), which kiln does not read yet (F32, F16, BF16, Q8_0, "
-                  "Q4_0); convert the model with one of those",
+      throw_error("[gguf] {}: tensor '{}' has type {} ({}), which kiln does not read yet (it reads F32, F16, BF16, "
+                  "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K to Q6_K, IQ4_NL and IQ4_XS); requantize the model to one of those",
                   path, ti.name, ggml_type_name(gt), gt);
     raw.push_back({c.read<uint64_t>("a tensor offset")});
     f.tensors_.push_back(std::move(ti));
@@ -217,9 +227,9 @@ GgufFile GgufFile::open(const std::string& path) {
     int64_t n = 0;
     if (!checked_numel(ti.shape, &n)) throw_error("[gguf] {}: tensor '{}' shape overflows", path, ti.name);
     const auto bytes = dtype_bytes(ti.dtype, n);
-    if (!bytes)
-      throw_error("[gguf] {}: tensor '{}' {} has {} values, not a multiple of the 32-value block", path, ti.name,
-                  dtype_name(ti.dtype), n);
+    if (!bytes || ti.shape.back() % quant_block(ti.dtype))
+      throw_error("[gguf] {}: tensor '{}' {} has rows of {} values, not a whole number of its {}-value blocks", path,
+                  ti.name, dtype_name(ti.dtype), ti.shape.back(), quant_block(ti.dtype));
     const uint64_t off = raw[t].offset;
     if (off > size - data_start || *bytes > size - data_start - off)
       throw_error("[gguf] {}: tensor '{}' ({} bytes at data offset {}) runs past the end of the file; the file is "

@@ -149,7 +149,8 @@ TEST(CheckWeights, MismatchesNameTensorShapesDtypesAndFile) {
                     {tensor("a", DType::f32, {4, 8}), tensor("b", DType::bf16, {8}), tensor("c", DType::f16, {3})});
   write_text(dir / "config.json", R"({"model_type":"llama"})");
   Checkpoint c = Checkpoint::open(dir.str());
-  auto ok = check_weights(c, {{"a", KILN_DTYPE_ANY, {4, -1}, false}, {"zz", KILN_DTYPE_F32, {1}, true},
+  auto ok = check_weights(c, {{"a", KILN_DTYPE_ANY, {4, -1}, false},
+                              {"zz", KILN_DTYPE_F32, {1}, true},
                               {"b", KILN_DTYPE_F32, {8}, false, true}});
   EXPECT_EQ(ok[0], std::vector<const TensorInfo*>{c.find("a")});
   EXPECT_TRUE(ok[1].empty());
@@ -194,7 +195,8 @@ TEST(Gguf, WrittenFileReadsBackWithQuantizedTensorsAndVocab) {
     EXPECT_EQ(t.shape, (std::vector<int64_t>{2, 64})) << t.name;
     auto v = tensor_to_f32(t);
     const float tol = t.dtype == DType::q4_0 ? 0.2f : t.dtype == DType::q8_0 ? 0.02f : 0.01f;
-    for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(v[i], 0.5f + 0.25f * static_cast<float>(i % 17) - 1.0f, tol) << t.name;
+    for (size_t i = 0; i < v.size(); ++i)
+      EXPECT_NEAR(v[i], 0.5f + 0.25f * static_cast<float>(i % 17) - 1.0f, tol) << t.name;
   }
   auto vocab = g.vocab();
   ASSERT_TRUE(vocab);
@@ -246,21 +248,59 @@ TEST(Gguf, EveryTruncationAndCorruptionIsAnError) {
   EXPECT_NE(error_of([&] { GgufFile::open(dir / "magic.gguf"); }).find("not a GGUF file"), std::string::npos);
 }
 
-TEST(Gguf, UnsupportedTensorTypeIsNamed) {
-  TempDir dir;
+namespace {
+
+/** A GGUF of one f32 tensor 'w' of `shape` whose type field is then set to ggml type `ggml_type`. */
+std::vector<uint8_t> gguf_with_type(std::initializer_list<int64_t> shape, uint8_t ggml_type) {
   GgufWriter w;
   w.add_string("general.architecture", "llama");
-  w.add_tensor(tensor("w", DType::f32, {1, 32}));
+  w.add_tensor(tensor("w", DType::f32, shape));
   auto b = w.bytes();
-  // The tensor type field sits 12 bytes before the end of the tensor-info table (type u32, offset u64).
+  // The tensor type field follows the name (u64 length, bytes), the rank (u32) and the dims (u64 each).
   const std::string name = "w";
   auto it = std::search(b.begin(), b.end(), name.begin(), name.end());
-  const size_t type_at = static_cast<size_t>(it - b.begin()) + 1 + 4 + 2 * 8;
-  b[type_at] = 12;  // Q4_K
-  write_file(dir / "k.gguf", b);
+  b[static_cast<size_t>(it - b.begin()) + 1 + 4 + 8 * shape.size()] = ggml_type;
+  return b;
+}
+
+}  // namespace
+
+TEST(Gguf, UnsupportedTensorTypeIsNamed) {
+  TempDir dir;
+  write_file(dir / "k.gguf", gguf_with_type({1, 256}, 16));  // IQ2_XXS
   const std::string e = error_of([&] { GgufFile::open(dir / "k.gguf"); });
-  EXPECT_NE(e.find("Q4_K"), std::string::npos) << e;
+  EXPECT_NE(e.find("IQ2_XXS"), std::string::npos) << e;
   EXPECT_NE(e.find("'w'"), std::string::npos) << e;
+}
+
+TEST(Gguf, BlockFormatsReadAsTheyAreStored) {
+  // ggml type ids (ggml.h) and the bytes of a [2, 512] tensor in each.
+  struct T {
+    uint8_t id;
+    DType t;
+    uint64_t bytes;
+  };
+  for (T x : {T{3, DType::q4_1, 2 * 16 * 20}, T{6, DType::q5_0, 2 * 16 * 22}, T{7, DType::q5_1, 2 * 16 * 24},
+              T{10, DType::q2_k, 2 * 2 * 84}, T{11, DType::q3_k, 2 * 2 * 110}, T{12, DType::q4_k, 2 * 2 * 144},
+              T{13, DType::q5_k, 2 * 2 * 176}, T{14, DType::q6_k, 2 * 2 * 210}, T{20, DType::iq4_nl, 2 * 16 * 18},
+              T{23, DType::iq4_xs, 2 * 2 * 136}}) {
+    TempDir dir;
+    auto b = gguf_with_type({2, 512}, x.id);
+    b.resize(b.size() + 4096);  // the f32 data was larger than any of these; room for the check either way
+    write_file(dir / "q.gguf", b);
+    const auto f = GgufFile::open(dir / "q.gguf");
+    ASSERT_EQ(f.tensors().size(), 1u);
+    EXPECT_EQ(f.tensors()[0].dtype, x.t) << int(x.id);
+    EXPECT_EQ(f.tensors()[0].nbytes, x.bytes) << dtype_name(x.t);
+  }
+}
+
+TEST(Gguf, QuantizedRowsThatAreNotWholeBlocksAreNamed) {
+  TempDir dir;
+  write_file(dir / "k.gguf", gguf_with_type({8, 32}, 12));  // Q4_K: 256 values per block
+  const std::string e = error_of([&] { GgufFile::open(dir / "k.gguf"); });
+  EXPECT_NE(e.find("'w' q4_K has rows of 32 values"), std::string::npos) << e;
+  EXPECT_NE(e.find("256-value blocks"), std::string::npos) << e;
 }
 
 TEST(Fixtures, Stories260KGguf) {
@@ -293,10 +333,10 @@ TEST(Fixtures, TinyQwen3MoeSafetensors) {
 
 TEST(CheckWeights, StackedPiecesAreFoundCheckedAndNamed) {
   TempDir dir;
-  write_safetensors(dir / "model.safetensors",
-                    {tensor("e.0.w", DType::f16, {3, 32}), tensor("e.1.w", DType::f16, {3, 32}),
-                     tensor("e.2.w", DType::f16, {3, 32}), tensor("f.0.w", DType::f16, {3, 32}),
-                     tensor("f.1.w", DType::f16, {4, 32})});
+  write_safetensors(
+      dir / "model.safetensors",
+      {tensor("e.0.w", DType::f16, {3, 32}), tensor("e.1.w", DType::f16, {3, 32}), tensor("e.2.w", DType::f16, {3, 32}),
+       tensor("f.0.w", DType::f16, {3, 32}), tensor("f.1.w", DType::f16, {4, 32})});
   write_text(dir / "config.json", R"({"model_type":"qwen3_moe"})");
   Checkpoint c = Checkpoint::open(dir.str());
   auto got = check_weights(c, {{"e.{}.w", KILN_DTYPE_ANY, {3, 3, 32}, true, false, 3},

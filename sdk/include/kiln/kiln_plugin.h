@@ -23,7 +23,7 @@ extern "C" {
 
 /** ABI version. Major: incompatible change. Minor: additions only (new ops, fields, entries). */
 #define KILN_ABI_MAJOR 2
-#define KILN_ABI_MINOR 2
+#define KILN_ABI_MINOR 3
 
 #if defined(_WIN32)
 #define KILN_EXPORT __declspec(dllexport)
@@ -144,6 +144,20 @@ typedef enum kiln_dtype {
      (docs/backend.md, "Quantized KV cache"). */
   KILN_DTYPE_KV_Q8 = 6, /**< int8 values, value = q·scale, q in [-127, 127] */
   KILN_DTYPE_KV_Q4 = 7, /**< int4 values two per byte (even element low nibble), value = (nibble − 8)·scale */
+  /* ABI 2.3: the rest of ggml's weight block formats, byte for byte as a GGUF file holds them (ggml's
+     ggml-common.h defines each layout; docs/backend.md, "Tensor conventions"). 32 values per block for
+     Q4_1 / Q5_0 / Q5_1 / IQ4_NL, 256 for the k-quants and IQ4_XS. A plugin sees them on the weights
+     it declares KILN_DTYPE_ANY and hands to MATMUL, MOE_MATMUL and GET_ROWS. */
+  KILN_DTYPE_Q4_1 = 8,    /**< 20 bytes: f16 d, f16 m, 16 bytes of nibbles; value = q·d + m */
+  KILN_DTYPE_Q5_0 = 9,    /**< 22 bytes: f16 d, 32 high bits, 16 bytes of nibbles; value = (q − 16)·d */
+  KILN_DTYPE_Q5_1 = 10,   /**< 24 bytes: f16 d, f16 m, 32 high bits, nibbles; value = q·d + m */
+  KILN_DTYPE_Q2_K = 11,   /**< 84 bytes per 256: 4-bit scales and mins per 16, 2-bit values */
+  KILN_DTYPE_Q3_K = 12,   /**< 110 bytes per 256: 6-bit scales per 16, 3-bit values */
+  KILN_DTYPE_Q4_K = 13,   /**< 144 bytes per 256: 6-bit scales and mins per 32, 4-bit values */
+  KILN_DTYPE_Q5_K = 14,   /**< 176 bytes per 256: 6-bit scales and mins per 32, 5-bit values */
+  KILN_DTYPE_Q6_K = 15,   /**< 210 bytes per 256: int8 scales per 16, 6-bit values */
+  KILN_DTYPE_IQ4_NL = 16, /**< 18 bytes per 32: f16 d, 4-bit indices into a fixed 16-value table */
+  KILN_DTYPE_IQ4_XS = 17, /**< 136 bytes per 256: 6-bit scales per 32, IQ4_NL's table */
   KILN_DTYPE_ANY = 255 /**< tensor declarations: accept whatever the checkpoint holds */
 } kiln_dtype;
 
