@@ -2,13 +2,18 @@
 """kiln against llama.cpp (node-llama-cpp 3.21.1's CPU build, .cache/llama-oracle) on the same GGUF
 files, in interleaved rounds: decode tok/s and prefill tok/s per model, median and spread, and the
 ratio kiln / llama.cpp. The GGUFs are bench_model's generated models (Qwen3-0.6B-shaped by default,
---archs for the Qwen3.5 and Gemma 4 shapes; f16, bf16, q8_0; `bench_model --keep`) and stories260K. llama.cpp's figures include node-llama-cpp's JS loop:
-small next to a 0.5B model's step, large next to stories260K's (compare that row with care).
+--archs for the Qwen3.5 and Gemma 4 shapes; f16, bf16, q8_0; `bench_model --keep`), the files
+llama.cpp's own quantizer makes from their f16 versions (--quants Q4_K_M,Q6_K,IQ4_XS,...:
+llama_model_quantize in node-llama-cpp's libllama, its per-tensor mixes) and stories260K.
+llama.cpp's figures include node-llama-cpp's JS loop: small next to a 0.5B model's step, large next
+to stories260K's (compare that row with care).
 
   bench/model/vs_llama_cpp.py [--device cpu|vulkan|auto] [--dtypes f16,bf16,q8_0] [--rounds 3]
                               [--prompt 64] [--decode 16] [--threads N] [--layers 28]
-                              [--archs qwen3,qwen3_5,gemma4-e2b]
+                              [--archs qwen3,qwen3_5,gemma4-e2b] [--quants Q4_K_M,Q6_K,IQ4_XS]
 """
+import ctypes
+import glob
 import argparse
 import json
 import os
@@ -22,6 +27,29 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 ORACLE = os.path.join(ROOT, ".cache", "llama-oracle")
 SHAPES = {"qwen3": "qwen3-0.6B-shape", "qwen3_5": "qwen3.5-0.8B-shape", "gemma4-e2b": "gemma4-E2B-shape",
           "gemma4-moe": "gemma4-moe-shape"}
+
+
+# llama_ftype values (llama.h) of the file types people download.
+FTYPES = {"Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9, "Q2_K": 10, "Q3_K_M": 12, "Q4_K_S": 14,
+          "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "IQ4_NL": 25, "IQ4_XS": 30}
+
+
+def llama_quantize(src, dst, ftype):
+    """llama.cpp's quantizer (llama_model_quantize): its params struct starts with nthread, ftype."""
+    lib_path = glob.glob(os.path.join(ORACLE, "node_modules", "@node-llama-cpp", "*", "bins", "*", "libllama.v*.so"))
+    if not lib_path:
+        sys.exit("node-llama-cpp's libllama is not under .cache/llama-oracle (run scripts/setup.sh)")
+    lib = ctypes.CDLL(lib_path[0])
+
+    class Params(ctypes.Structure):  # larger than llama_model_quantize_params: returned through memory either way
+        _fields_ = [("nthread", ctypes.c_int32), ("ftype", ctypes.c_int32), ("rest", ctypes.c_ubyte * 504)]
+
+    lib.llama_model_quantize_default_params.restype = Params
+    lib.llama_model_quantize.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(Params)]
+    p = lib.llama_model_quantize_default_params()
+    p.nthread, p.ftype = os.cpu_count(), FTYPES[ftype]
+    if lib.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(p)) != 0:
+        sys.exit(f"llama_model_quantize failed on {src}")
 
 
 def kiln(build, model, device, prompt, decode):
@@ -54,6 +82,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--layers", type=int, default=28)
     ap.add_argument("--dir", default="/tmp")
+    ap.add_argument("--quants", default="", help="llama.cpp file types made from the f16 models: " + ",".join(FTYPES))
     a = ap.parse_args()
     if not os.path.isdir(os.path.join(ORACLE, "node_modules", "node-llama-cpp")):
         sys.exit("node-llama-cpp is not installed under .cache/llama-oracle (run scripts/setup.sh)")
@@ -68,6 +97,17 @@ def main():
                     cmd += ["--layers", str(a.layers)]
                 subprocess.run(cmd, capture_output=True, check=True)
             models.append((f"{SHAPES.get(arch, arch)} {dt}", path))
+        for q in [x for x in a.quants.split(",") if x]:
+            src, path = os.path.join(a.dir, f"kiln-bench-{arch}-f16.gguf"), os.path.join(a.dir, f"kiln-bench-{arch}-{q}.gguf")
+            if not os.path.exists(src):
+                cmd = [os.path.join(a.build, "bin", "bench_model"), "--arch", arch, "--dtype", "f16", "--dir", a.dir,
+                       "--keep", "--prompt", "8", "--decode", "2", "--device", "cpu"]
+                if arch == "qwen3":
+                    cmd += ["--layers", str(a.layers)]
+                subprocess.run(cmd, capture_output=True, check=True)
+            if not os.path.exists(path):
+                llama_quantize(src, path, q)
+            models.append((f"{SHAPES.get(arch, arch)} {q}", path))
     # stories260K: llama.cpp on one thread (more threads spin-wait longer than a 260K model's step:
     # 51 tok/s with 2 threads on the 2-vCPU VM, ~1000 with 1).
     models.append(("stories260K (JS loop dominates)", os.path.join(ROOT, "configs", "models", "stories260K.gguf")))

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <set>
 #include <unordered_set>
 
 #include "cache/layout.hpp"
@@ -99,10 +101,10 @@ ModelHost::ModelHost(Checkpoint ckpt, const Component& component, const HostOpti
   stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log::info(
       "[model] {} ({}) on {}: {} tensors, {} of weights ({} mapped without copy, {} kept on the host), {} of cache, "
-      "loaded in {:.2f}s",
+      "loaded in {:.2f}s; weights as {}",
       ckpt_.path(), hp_.architecture ? hp_.architecture : "?", device_->info().name, stats_.n_tensors,
       format_bytes(stats_.weight_bytes), format_bytes(stats_.imported_bytes), format_bytes(stats_.host_bytes),
-      format_bytes(stats_.cache_bytes), stats_.seconds);
+      format_bytes(stats_.cache_bytes), stats_.seconds, stats_.formats);
 }
 
 ModelHost::~ModelHost() {
@@ -148,6 +150,7 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
     size_t arena = SIZE_MAX, offset = 0;
   };
   std::vector<Plan> plans(decls.size());
+  std::set<DType> repacked;  // formats converted for the device
   std::vector<size_t> arena_bytes;
   for (size_t i = 0; i < decls.size(); ++i) {
     const WeightDecl& d = decls[i];
@@ -174,14 +177,25 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
       target = dtype_from_kiln(d.dtype);
     else if (!native)
       target = DType::f32;  // F64 and the like: widen/narrow to f32
+    if (!device_->reads_weights(target)) {
+      // A block format this device's kernels do not decode yet (Vulkan and the k-quants): q8_0,
+      // which every device reads, holds any of them at 8 bits per value, said once per format.
+      if (repacked.insert(target).second)
+        log::warn(
+            "[model] {} does not run {} weights yet: they are converted to q8_0 at load ({} bits per value "
+            "instead of {:.1f}); --device cpu runs them as stored",
+            device_->info().name, dtype_name(target), 8.5,
+            8.0 * static_cast<double>(quant_block_bytes(target)) / static_cast<double>(quant_block(target)));
+      target = DType::q8_0;
+    }
     std::vector<int64_t> shape = first.shape;
     if (d.stack) shape.insert(shape.begin(), static_cast<int64_t>(pieces.size()));
     Plan& p = plans[i];
     p.w = std::make_unique<Weight>();
     p.w->desc = make_desc(target, shape);
-    if (is_quantized(target) && (shape.back() % kQuantBlock) != 0)
-      throw_error("[model] tensor '{}' is {} with rows of {} values, not a multiple of 32", d.name, dtype_name(target),
-                  shape.back());
+    if (shape.back() % quant_block(target) != 0)
+      throw_error("[model] tensor '{}' is {} with rows of {} values, not a multiple of its {}-value block", d.name,
+                  dtype_name(target), shape.back(), quant_block(target));
     const size_t bytes = p.w->desc.bytes();
     p.same = native && target == stored;
     if (p.same && pieces.size() == 1) {
@@ -198,6 +212,7 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
     p.offset = arena_bytes.back();
     arena_bytes.back() = (p.offset + bytes + kAlign - 1) / kAlign * kAlign;
   }
+  std::map<DType, std::pair<uint64_t, uint64_t>> by_format;  // tensors and bytes per stored format
   std::vector<backend::Buffer*> arenas;
   for (size_t bytes : arena_bytes) {
     weight_buffers_.push_back(device_->allocate(std::max<size_t>(bytes, kAlign), backend::BufferUsage::weights));
@@ -226,9 +241,17 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
     for (const TensorInfo* t : pieces) bar.advance(t->nbytes);
     if (!p.w->host) stats_.weight_bytes += p.w->desc.bytes();
     ++stats_.n_tensors;
+    auto& [count, bytes] = by_format[p.w->desc.dtype];
+    ++count, bytes += p.w->desc.bytes();
     weights_.emplace(decls[i].name, std::move(p.w));
   }
   bar.finish();
+  std::vector<std::pair<DType, std::pair<uint64_t, uint64_t>>> formats(by_format.begin(), by_format.end());
+  std::stable_sort(formats.begin(), formats.end(),
+                   [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  for (const auto& [t, cb] : formats)
+    stats_.formats += fmt::format("{}{} {} ({})", stats_.formats.empty() ? "" : ", ", dtype_name(t), cb.first,
+                                  format_bytes(cb.second));
 }
 
 void ModelHost::make_cache(const HostOptions& o) {

@@ -80,6 +80,8 @@ struct LoadStats {
   uint64_t host_bytes = 0;      ///< host-resident tables (KILN_TENSOR_HOST), gathered on the host
   uint64_t cache_bytes = 0;
   uint32_t n_tensors = 0;
+  /** The weights' formats as they sit on the device, most bytes first: "q4_K 98 (3.1 MiB), ...". */
+  std::string formats;
 };
 
 /** An intermediate or output brought back to the host, as f32 (ids converted). */

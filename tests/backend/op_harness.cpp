@@ -122,8 +122,10 @@ uint32_t OpGraph::weight(DType t, std::initializer_list<int64_t> shape, float sd
   } else if (t == DType::f16 || t == DType::bf16) {
     bytes.resize(v.size() * 2);
     backend::cpu::row_from_f32(t, v.data(), d.numel(), bytes.data());
-  } else {
+  } else if (t == DType::q8_0 || t == DType::q4_0) {
     bytes = quantize(t, v);
+  } else {
+    bytes = random_blocks(t, d.numel(), rng_);
   }
   return external(graph::TensorKind::weight, "w", d, std::move(bytes));
 }
@@ -271,8 +273,47 @@ std::vector<std::byte> quantize(DType t, const std::vector<float>& x) {
   return out;
 }
 
+std::vector<std::byte> random_blocks(DType t, int64_t n, std::mt19937& rng) {
+  // Where each format keeps its f16 scale (and min) fields (core/ggml_blocks.hpp).
+  std::vector<int> halves;
+  switch (t) {
+    case DType::q4_1:
+    case DType::q5_1:
+    case DType::q4_k:
+    case DType::q5_k:
+      halves = {0, 2};
+      break;
+    case DType::q2_k:
+      halves = {80, 82};
+      break;
+    case DType::q3_k:
+      halves = {108};
+      break;
+    case DType::q6_k:
+      halves = {208};
+      break;
+    default:
+      halves = {0};
+      break;
+  }
+  const int64_t bb = quant_block_bytes(t), blocks = n / quant_block(t);
+  std::vector<std::byte> out(static_cast<size_t>(blocks * bb));
+  for (auto& b : out) b = static_cast<std::byte>(rng() & 0xFF);
+  std::uniform_real_distribution<float> u(0.2f, 1.0f);
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int at : halves) {
+      const uint16_t h = backend::cpu::f32_to_f16(u(rng) * 0.015625f);
+      std::memcpy(out.data() + b * bb + at, &h, 2);
+    }
+  return out;
+}
+
 std::vector<float> dequantize(DType t, const std::vector<std::byte>& bytes, int64_t n) {
   std::vector<float> out(static_cast<size_t>(n));
+  if (t != DType::q8_0 && t != DType::q4_0) {  // the formats core/ggml_blocks checks against libggml
+    backend::cpu::row_to_f32(t, bytes.data(), n, out.data());
+    return out;
+  }
   const size_t bb = t == DType::q8_0 ? 34 : 18;
   for (int64_t b = 0; b < n / 32; ++b) {
     const auto* blk = reinterpret_cast<const uint8_t*>(bytes.data()) + b * static_cast<int64_t>(bb);

@@ -41,7 +41,8 @@ class OpGraph {
   uint32_t f32(std::initializer_list<int64_t> shape, float lo = -1.0f, float hi = 1.0f);
   uint32_t f32_values(std::initializer_list<int64_t> shape, const std::vector<float>& values);
   uint32_t i32(std::initializer_list<int64_t> shape, const std::vector<int32_t>& values);
-  /** Random weight N(0, sd²)-ish (uniform, same variance) stored as `t` (quantized as GGUF does). */
+  /** Random weight N(0, sd²)-ish (uniform, same variance) stored as `t` (quantized as GGUF does);
+      the block formats other than q8_0 / q4_0 as random_blocks (sd unused). */
   uint32_t weight(DType t, std::initializer_list<int64_t> shape, float sd = 0.5f);
   /** A weight given as its stored bytes (any dtype; bytes.size() must match). */
   uint32_t weight_bytes(DType t, std::initializer_list<int64_t> shape, std::vector<std::byte> bytes);
@@ -84,6 +85,9 @@ std::vector<float> random(size_t n, uint32_t seed, float lo = -1, float hi = 1);
 /** GGUF quantization (llama.cpp's reference rounding) and an independent dequantizer. */
 std::vector<std::byte> quantize(DType t, const std::vector<float>& x);
 std::vector<float> dequantize(DType t, const std::vector<std::byte>& bytes, int64_t n);
+/** `n` values of one of ggml's other block formats as random blocks: every integer bit pattern, the
+    f16 scales and mins drawn from [0.2, 1]·2⁻⁶ (finite values of a few units). */
+std::vector<std::byte> random_blocks(DType t, int64_t n, std::mt19937& rng);
 
 /** Devices under test: every registered device, or only KILN_DEVICE's when that is set. */
 std::vector<Device*> devices_under_test();

@@ -10,14 +10,31 @@
 
 namespace kiln::backend::simd {
 
-/** Weight storage types the matmul kernels read, as table indices. */
-enum WeightType : int { kF32 = 0, kF16, kBF16, kQ8_0, kQ4_0, kWeightTypes };
+/** Weight storage types the matmul kernels read, as table indices (kQ8_0 on: ggml's block formats). */
+enum WeightType : int {
+  kF32 = 0,
+  kF16,
+  kBF16,
+  kQ8_0,
+  kQ4_0,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ2_K,
+  kQ3_K,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+  kIQ4_NL,
+  kIQ4_XS,
+  kWeightTypes
+};
 
 /**
  * out[r·out_stride + m] = Σ_k x[r·x_stride + k] · w_m[k] for r < rows and m < cols, where w_m is the
- * weight row at w + m·w_stride bytes. The block formats (q8_0, q4_0; K a multiple of 32) read the
+ * weight row at w + m·w_stride bytes. The block formats (K a whole number of their blocks) read the
  * activations as 8-bit blocks instead (xq, row r at xq + r·xq_stride, from quantize_rows), as
- * llama.cpp does: integer dot products per block. Each output element is reduced in an order that
+ * llama.cpp does: integer dot products per 32 values. Each output element is reduced in an order that
  * depends only on K and the ISA: which rows and columns share a call never changes a value (batch
  * invariance).
  */
@@ -33,9 +50,10 @@ struct MatmulTile {  // a plain aggregate (no inline constructor to share with f
   size_t xq_stride;
 };
 
-/** Bytes of one 32-value block of 8-bit activations: its f32 scale (largest magnitude / 127) eight
-    times (a vector the kernels load as is), then 32 int8. */
-constexpr int64_t kXqBlock = 64;
+/** Bytes of one 32-value block of 8-bit activations: its f32 scale d (largest magnitude / 127)
+    eight times (a vector the kernels load as is), then eight f32 sums d·(q[4l] + … + q[4l+3]) (the
+    formats with an offset, value = s·q + m, add m times these), then the 32 int8 q. */
+constexpr int64_t kXqBlock = 96;
 
 struct Kernels {
   void (*matmul[kWeightTypes])(const MatmulTile& t);

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "backend/simd/kernels.hpp"
+#include "core/ggml_blocks.hpp"
 
 namespace kiln::backend::simd {
 namespace {

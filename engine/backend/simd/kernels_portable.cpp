@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend/simd/kernels.hpp"
+#include "core/ggml_blocks.hpp"
 #include "core/half.hpp"
 
 namespace kiln::backend::simd {
@@ -71,12 +72,37 @@ struct Q {
     __builtin_memcpy(b.v, p, 32);
     return b;
   }
-  static B nibbles(const unsigned char* qs) {
+  static B spread16(const unsigned char* qs) {
     B b;
     for (int j = 0; j < 16; ++j) {
-      b.v[j] = static_cast<int8_t>((qs[j] & 15) - 8);
-      b.v[j + 16] = static_cast<int8_t>((qs[j] >> 4) - 8);
+      b.v[j] = static_cast<int8_t>(qs[j] & 15);
+      b.v[j + 16] = static_cast<int8_t>(qs[j] >> 4);
     }
+    return b;
+  }
+  static B bits(B v, int shift, int mask) {
+    for (auto& x : v.v) x = static_cast<int8_t>((static_cast<uint8_t>(x) >> shift) & mask);
+    return v;
+  }
+  static B shl(B v, int n) {
+    for (auto& x : v.v) x = static_cast<int8_t>(static_cast<uint8_t>(x) << n);
+    return v;
+  }
+  static B or_(B a, const B& b) {
+    for (int j = 0; j < 32; ++j) a.v[j] = static_cast<int8_t>(a.v[j] | b.v[j]);
+    return a;
+  }
+  static B add(B v, int c) {
+    for (auto& x : v.v) x = static_cast<int8_t>(x + c);
+    return v;
+  }
+  static B iq4(B idx) {
+    for (auto& x : idx.v) x = kIq4Values[x];
+    return idx;
+  }
+  static B bit_bytes(const unsigned char* p, int value) {
+    B b;
+    for (int j = 0; j < 32; ++j) b.v[j] = static_cast<int8_t>((p[j / 8] >> (j % 8) & 1) ? value : 0);
     return b;
   }
   static I dot(const B& x, const B& w) {
@@ -96,6 +122,20 @@ struct Q {
     F f;
     for (float& x : f.v) x = V::half(p);
     return f;
+  }
+  static F splat(float a) {
+    F f;
+    for (float& x : f.v) x = a;
+    return f;
+  }
+  static F pair(float a, float b) {
+    F f;
+    for (int l = 0; l < 8; ++l) f.v[l] = l < 4 ? a : b;
+    return f;
+  }
+  static F fmaf(const F& a, const F& b, F acc) {
+    for (int l = 0; l < 8; ++l) acc.v[l] += a.v[l] * b.v[l];
+    return acc;
   }
   static F mul(const F& a, const F& b) {
     F f;
@@ -120,7 +160,13 @@ struct Q {
     for (int j = 0; j < 32; ++j) {  // clamped, NaN to 0: an out-of-range float-to-int conversion is undefined
       const float v = std::nearbyint(x[j] * id);
       const int q = v > 127.0f ? 127 : v < -127.0f ? -127 : v == v ? static_cast<int>(v) : 0;
-      dst[32 + j] = static_cast<unsigned char>(static_cast<int8_t>(q));
+      dst[64 + j] = static_cast<unsigned char>(static_cast<int8_t>(q));
+    }
+    for (int l = 0; l < 8; ++l) {
+      int sum = 0;
+      for (int e = 4 * l; e < 4 * l + 4; ++e) sum += static_cast<int8_t>(dst[64 + e]);
+      const float s = static_cast<float>(sum) * d;
+      __builtin_memcpy(dst + 32 + 4 * l, &s, 4);
     }
   }
 };

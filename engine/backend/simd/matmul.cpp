@@ -32,6 +32,26 @@ int weight_type(DType t) {
       return kQ8_0;
     case DType::q4_0:
       return kQ4_0;
+    case DType::q4_1:
+      return kQ4_1;
+    case DType::q5_0:
+      return kQ5_0;
+    case DType::q5_1:
+      return kQ5_1;
+    case DType::q2_k:
+      return kQ2_K;
+    case DType::q3_k:
+      return kQ3_K;
+    case DType::q4_k:
+      return kQ4_K;
+    case DType::q5_k:
+      return kQ5_K;
+    case DType::q6_k:
+      return kQ6_K;
+    case DType::iq4_nl:
+      return kIQ4_NL;
+    case DType::iq4_xs:
+      return kIQ4_XS;
     default:
       return -1;
   }
@@ -63,7 +83,7 @@ void run_blocked(void (*fn)(const MatmulTile&), const MatmulTile& all) {
  * t.xq. Rows are quantized in parallel when there are many.
  */
 void quantize_activations(int wt, MatmulTile& t, std::unique_ptr<unsigned char[]>& buf) {
-  if (wt != kQ8_0 && wt != kQ4_0) return;
+  if (wt < kQ8_0) return;
   t.xq_stride = static_cast<size_t>(t.K / 32 * kXqBlock);
   buf = std::make_unique_for_overwrite<unsigned char[]>(static_cast<size_t>(t.rows) * t.xq_stride);
   t.xq = buf.get();
@@ -82,7 +102,7 @@ void run_matmul(const Node& n) {
   const int64_t R = shape.R, K = shape.K, M = shape.M;
   const TensorRef &x = n.src[0], &w = n.src[1];
   const int wt = weight_type(w.desc.dtype);
-  if (wt < 0 || (is_quantized(w.desc.dtype) && K % 32)) return cpu::run_node(n);
+  if (wt < 0 || K % quant_block(w.desc.dtype)) return cpu::run_node(n);
   MatmulTile t{};
   t.x = cpu::f32_of(x);
   t.x_stride = K;
@@ -103,7 +123,7 @@ void run_moe_matmul(const Node& n) {
   const TensorRef &x = n.src[0], &w = n.src[1];
   const int64_t E = s.E, M = s.M, K = s.K, N = s.N, k = s.k;
   const int wt = weight_type(w.desc.dtype);
-  if (wt < 0 || (is_quantized(w.desc.dtype) && K % 32)) return cpu::run_node(n);
+  if (wt < 0 || K % quant_block(w.desc.dtype)) return cpu::run_node(n);
   const int32_t* id = s.ids;
   // Pairs (n, j) grouped by expert, each expert's activation rows gathered once into one matrix
   // (xs, expert after expert) so a task runs the tiles over rows × a block of that expert's weights.

@@ -3,7 +3,8 @@
 //   T, W (lanes), zero, load, store, splat, add, mul, fma (c + a·b), reduce (fixed order),
 //   f16 / bf16 (W values from bytes), half (one f16 scalar); and Q, the 8-bit activation path
 //   (B: 32 int8, I: 8 int32 lanes, F: 8 f32 lanes; load32, loadf, half (an f16 scale in every
-//   lane), nibbles, dot, mul, fma, reduce, quantize_block).
+//   lane), splat, pair, spread16, bits, shl, or_, add, iq4, bit_bytes, dot, mul, fma, fmaf,
+//   reduce, quantize_block).
 // Everything here has internal linkage (the includer wraps it in an anonymous namespace), so no
 // inline function compiled with one ISA's flags can be picked by the linker for another's caller.
 //
@@ -12,8 +13,7 @@
 // never on which rows or columns share a tile, so a row's result is the same in any batch.
 
 // Weight rows by storage type. Unblocked: load(row, k) gives the W values from k (k a multiple of
-// W), at(row, k) one value (tails). Block formats: ints(row, b) the 32 integers of block b,
-// scale_at(row, b) where its f16 scale lies.
+// W), at(row, k) one value (tails).
 struct RowF32 {
   static T load(const unsigned char* row, int64_t k) { return V::load(reinterpret_cast<const float*>(row) + k); }
   static float at(const unsigned char* row, int64_t k) { return reinterpret_cast<const float*>(row)[k]; }
@@ -31,13 +31,145 @@ struct RowBF16 {
     return f;
   }
 };
-struct RowQ8 {  // blocks of 34 bytes: f16 scale, 32 int8
-  static Q::B ints(const unsigned char* row, int64_t b) { return Q::load32(row + b * 34 + 2); }
-  static const unsigned char* scale_at(const unsigned char* row, int64_t b) { return row + b * 34; }
+
+// Weight block formats (core/ggml_blocks.hpp has the layouts). A block of kBlock values and kBytes
+// bytes holds kGroups groups of 32; head() reads what a block's groups share (scales, mins), then
+// per group j: ints() its 32 integers q, scale() and offset() eight lanes s and m such that the
+// value of element e is s[e / 4]·q[e] + m[e / 4] (formats with kOffset false have m = 0).
+struct Half {  // formats with one f16 scale per 32-value block
+  Q::F d;
 };
-struct RowQ4 {  // blocks of 18 bytes: f16 scale, 16 bytes; value j: nibble j % 16 (low first), minus 8
-  static Q::B ints(const unsigned char* row, int64_t b) { return Q::nibbles(row + b * 18 + 2); }
-  static const unsigned char* scale_at(const unsigned char* row, int64_t b) { return row + b * 18; }
+struct BlockQ8_0 {
+  static constexpr int64_t kBlock = 32, kBytes = 34;
+  static constexpr int kGroups = 1;
+  static constexpr bool kOffset = false;
+  using Head = Half;
+  static void head(const unsigned char* b, Head& h) { h.d = Q::half(b); }
+  static Q::B ints(const unsigned char* b, int) { return Q::load32(b + 2); }
+  static Q::F scale(const Head& h, int) { return h.d; }
+  static Q::F offset(const Head&, int) { return Q::zero(); }
+};
+struct BlockQ4_0 : BlockQ8_0 {
+  static constexpr int64_t kBytes = 18;
+  static Q::B ints(const unsigned char* b, int) { return Q::add(Q::spread16(b + 2), -8); }
+};
+struct BlockIQ4_NL : BlockQ8_0 {
+  static constexpr int64_t kBytes = 18;
+  static Q::B ints(const unsigned char* b, int) { return Q::iq4(Q::spread16(b + 2)); }
+};
+struct BlockQ5_0 : BlockQ8_0 {
+  static constexpr int64_t kBytes = 22;
+  static Q::B ints(const unsigned char* b, int) {
+    return Q::add(Q::or_(Q::spread16(b + 6), Q::bit_bytes(b + 2, 16)), -16);
+  }
+};
+struct HalfMin {  // formats with an f16 scale and an f16 min per 32-value block
+  Q::F d, m;
+};
+struct BlockQ4_1 {
+  static constexpr int64_t kBlock = 32, kBytes = 20;
+  static constexpr int kGroups = 1;
+  static constexpr bool kOffset = true;
+  using Head = HalfMin;
+  static void head(const unsigned char* b, Head& h) { h.d = Q::half(b), h.m = Q::half(b + 2); }
+  static Q::B ints(const unsigned char* b, int) { return Q::spread16(b + 4); }
+  static Q::F scale(const Head& h, int) { return h.d; }
+  static Q::F offset(const Head& h, int) { return h.m; }
+};
+struct BlockQ5_1 : BlockQ4_1 {
+  static constexpr int64_t kBytes = 24;
+  static Q::B ints(const unsigned char* b, int) { return Q::or_(Q::spread16(b + 8), Q::bit_bytes(b + 4, 16)); }
+};
+
+// The 256-value formats: per group of 32 two lane scales (and mins), one per 16 values; formats
+// with one scale per 32 values repeat it.
+struct Super {
+  float s[16], m[16];
+};
+struct BlockK {
+  static constexpr int64_t kBlock = 256;
+  static constexpr int kGroups = 8;
+  using Head = Super;
+  static Q::F scale(const Head& h, int j) { return Q::pair(h.s[2 * j], h.s[2 * j + 1]); }
+  static Q::F offset(const Head& h, int j) { return Q::pair(h.m[2 * j], h.m[2 * j + 1]); }
+};
+struct BlockQ4_K
+    : BlockK {  // f16 d, f16 dmin, scales[12], qs[128]: group j the low (even j) or high nibbles of 32 bytes
+  static constexpr int64_t kBytes = 144;
+  static constexpr bool kOffset = true;
+  static void head(const unsigned char* b, Head& h) {
+    const float d = V::half(b), dmin = V::half(b + 2);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, mn;
+      k_scale_min(j, b + 4, &sc, &mn);
+      h.s[2 * j] = h.s[2 * j + 1] = d * static_cast<float>(sc);
+      h.m[2 * j] = h.m[2 * j + 1] = -(dmin * static_cast<float>(mn));
+    }
+  }
+  static Q::B ints(const unsigned char* b, int j) { return Q::bits(Q::load32(b + 16 + 32 * (j / 2)), 4 * (j % 2), 15); }
+};
+struct BlockQ5_K : BlockQ4_K {  // then qh[32] (bit j of byte l: element l of group j's fifth bit), qs[128]
+  static constexpr int64_t kBytes = 176;
+  static Q::B ints(const unsigned char* b, int j) {
+    const Q::B lo = Q::bits(Q::load32(b + 48 + 32 * (j / 2)), 4 * (j % 2), 15);
+    return Q::or_(lo, Q::shl(Q::bits(Q::load32(b + 16), j, 1), 4));
+  }
+};
+struct BlockQ6_K : BlockK {  // ql[128], qh[64], int8 scales[16], f16 d
+  static constexpr int64_t kBytes = 210;
+  static constexpr bool kOffset = false;
+  static void head(const unsigned char* b, Head& h) {
+    const float d = V::half(b + 208);
+    for (int i = 0; i < 16; ++i) h.s[i] = d * static_cast<float>(static_cast<int8_t>(b[192 + i]));
+  }
+  // Group j = 4n + sub: the low (sub < 2) or high nibbles of ql[64n + 32(sub & 1) ...], the two bits
+  // at 2·sub of qh[32n ...] above them, minus 32.
+  static Q::B ints(const unsigned char* b, int j) {
+    const int n = j / 4, sub = j % 4;
+    const Q::B lo = Q::bits(Q::load32(b + 64 * n + 32 * (sub & 1)), sub < 2 ? 0 : 4, 15);
+    return Q::add(Q::or_(lo, Q::shl(Q::bits(Q::load32(b + 128 + 32 * n), 2 * sub, 3), 4)), -32);
+  }
+};
+struct BlockQ3_K : BlockK {  // hmask[32], qs[64], scales[12], f16 d
+  static constexpr int64_t kBytes = 110;
+  static constexpr bool kOffset = false;
+  static void head(const unsigned char* b, Head& h) {
+    int8_t sc[16];
+    q3_k_scales(b + 96, sc);
+    const float d = V::half(b + 108);
+    for (int i = 0; i < 16; ++i) h.s[i] = d * static_cast<float>(sc[i] - 32);
+  }
+  // Group j = 4n + k: two bits at 2k of qs[32n ...], minus 4 unless bit 4n + k of hmask is set.
+  static Q::B ints(const unsigned char* b, int j) {
+    const int n = j / 4, k = j % 4;
+    const Q::B q = Q::bits(Q::load32(b + 32 + 32 * n), 2 * k, 3);
+    return Q::add(Q::or_(q, Q::shl(Q::bits(Q::load32(b), 4 * n + k, 1), 2)), -4);
+  }
+};
+struct BlockQ2_K : BlockK {  // scales[16] (low nibble scale, high nibble min), qs[64], f16 d, f16 dmin
+  static constexpr int64_t kBytes = 84;
+  static constexpr bool kOffset = true;
+  static void head(const unsigned char* b, Head& h) {
+    const float d = V::half(b + 80), dmin = V::half(b + 82);
+    for (int i = 0; i < 16; ++i) {
+      h.s[i] = d * static_cast<float>(b[i] & 15);
+      h.m[i] = -(dmin * static_cast<float>(b[i] >> 4));
+    }
+  }
+  static Q::B ints(const unsigned char* b, int j) { return Q::bits(Q::load32(b + 16 + 32 * (j / 4)), 2 * (j % 4), 3); }
+};
+struct BlockIQ4_XS : BlockK {  // f16 d, u16 scales_h, scales_l[4], qs[128]: group j in IQ4_NL's layout
+  static constexpr int64_t kBytes = 136;
+  static constexpr bool kOffset = false;
+  static void head(const unsigned char* b, Head& h) {
+    const float d = V::half(b);
+    const int scales_h = b[2] | b[3] << 8;
+    for (int j = 0; j < 8; ++j) {
+      const int ls = ((b[4 + j / 2] >> 4 * (j % 2)) & 15) | (((scales_h >> 2 * j) & 3) << 4);
+      h.s[2 * j] = h.s[2 * j + 1] = d * static_cast<float>(ls - 32);
+    }
+  }
+  static Q::B ints(const unsigned char* b, int j) { return Q::iq4(Q::spread16(b + 8 + 16 * j)); }
 };
 
 template <class R, int RT, int MT>
@@ -103,10 +235,11 @@ void matmul(const MatmulTile& t) {
   }
 }
 
-// Block-format weights against 8-bit activations (t.xq: per 32-value block its f32 scale and 32
-// int8, quantize_rows): per block an exact integer dot product in 8 lanes, then
-// (scale_x · scale_w) · lanes multiply-added into 8 f32 lanes, blocks in K order, lanes folded by
-// Q::reduce. The order depends on K alone, as for the other types.
+// Block-format weights against 8-bit activations (t.xq: per 32 values its f32 scale, lane sums and
+// 32 int8, quantize_rows): per group of 32 an exact integer dot product in 8 lanes, then
+// (scale_x · scale_w) · lanes multiply-added into 8 f32 lanes (and for the formats with an offset,
+// the activations' lane sums · offset), groups in K order, lanes folded by Q::reduce. The order
+// depends on K alone, as for the other types.
 template <class R, int RT, int MT>
 void tile_q(const MatmulTile& t, int64_t r0, int64_t m0) {
   Q::F acc[RT][MT];
@@ -120,18 +253,31 @@ void tile_q(const MatmulTile& t, int64_t r0, int64_t m0) {
   }
 #pragma GCC unroll 16
   for (int m = 0; m < MT; ++m) w[m] = t.w + static_cast<size_t>(m0 + m) * t.w_stride;
-  for (int64_t b = 0; b < t.K / 32; ++b) {
-    Q::B wv[MT];
-    Q::F dw[MT];
+  for (int64_t b = 0; b < t.K / R::kBlock; ++b) {
+    typename R::Head h[MT];
+    const unsigned char* wb[MT];
 #pragma GCC unroll 16
-    for (int m = 0; m < MT; ++m) wv[m] = R::ints(w[m], b), dw[m] = Q::half(R::scale_at(w[m], b));
+    for (int m = 0; m < MT; ++m) wb[m] = w[m] + b * R::kBytes, R::head(wb[m], h[m]);
+    for (int j = 0; j < R::kGroups; ++j) {
+      Q::B wv[MT];
+      Q::F sw[MT], ow[MT];
 #pragma GCC unroll 16
-    for (int r = 0; r < RT; ++r) {
-      const unsigned char* xb = xq[r] + b * kXqBlock;
-      const Q::F dx = Q::loadf(xb);
-      const Q::B xv = Q::load32(xb + 32);
+      for (int m = 0; m < MT; ++m) {
+        wv[m] = R::ints(wb[m], j), sw[m] = R::scale(h[m], j);
+        if constexpr (R::kOffset) ow[m] = R::offset(h[m], j);
+      }
+      const int64_t g = b * R::kGroups + j;
 #pragma GCC unroll 16
-      for (int m = 0; m < MT; ++m) acc[r][m] = Q::fma(Q::dot(xv, wv[m]), Q::mul(dx, dw[m]), acc[r][m]);
+      for (int r = 0; r < RT; ++r) {
+        const unsigned char* xb = xq[r] + g * kXqBlock;
+        const Q::F dx = Q::loadf(xb);
+        const Q::B xv = Q::load32(xb + 64);
+#pragma GCC unroll 16
+        for (int m = 0; m < MT; ++m) {
+          acc[r][m] = Q::fma(Q::dot(xv, wv[m]), Q::mul(dx, sw[m]), acc[r][m]);
+          if constexpr (R::kOffset) acc[r][m] = Q::fmaf(Q::loadf(xb + 32), ow[m], acc[r][m]);
+        }
+      }
     }
   }
 #pragma GCC unroll 16
@@ -278,7 +424,9 @@ void conv_row(const float* const* in, const float* w, int64_t K, int64_t C, floa
 }
 
 const Kernels kTable = {
-    {&matmul<RowF32>, &matmul<RowF16>, &matmul<RowBF16>, &matmul_q<RowQ8>, &matmul_q<RowQ4>},
+    {&matmul<RowF32>, &matmul<RowF16>, &matmul<RowBF16>, &matmul_q<BlockQ8_0>, &matmul_q<BlockQ4_0>,
+     &matmul_q<BlockQ4_1>, &matmul_q<BlockQ5_0>, &matmul_q<BlockQ5_1>, &matmul_q<BlockQ2_K>, &matmul_q<BlockQ3_K>,
+     &matmul_q<BlockQ4_K>, &matmul_q<BlockQ5_K>, &matmul_q<BlockQ6_K>, &matmul_q<BlockIQ4_NL>, &matmul_q<BlockIQ4_XS>},
     &quantize_rows,
     {&dot_rows<RowF32>, &dot_rows<RowF16>, &dot_rows<RowBF16>},
     {&axpy_rows<RowF32>, &axpy_rows<RowF16>, &axpy_rows<RowBF16>},

@@ -80,8 +80,8 @@ void record_norm(const OpEnv& e, const backend::Node* add = nullptr, const backe
 /** Whether norm+rope pairs (n1, r1) and (n2, r2) (Qwen3's q and k heads) can run as one
  *  dispatch: each pair fuses, same parameters and positions, each of x/w/o/r of the two in one
  *  buffer within a binding's reach, and no write of one touching what the other reads or writes. */
-bool fuses_norm_rope_pair(VulkanDevice& dev, const backend::Node& n1, const backend::Node& r1,
-                          const backend::Node& n2, const backend::Node& r2);
+bool fuses_norm_rope_pair(VulkanDevice& dev, const backend::Node& n1, const backend::Node& r1, const backend::Node& n2,
+                          const backend::Node& r2);
 /** Whether `norm` (RMS, not gated) followed by a `rope` of its output can be one dispatch. */
 bool fuses_norm_rope(const backend::Node& norm, const backend::Node& rope);
 /** Whether `add` followed by `norm` can run as one dispatch (same shapes, norm reads the sum, no
@@ -103,5 +103,7 @@ bool fuse_off();
 
 /** Op/dtype/shape capability check for this device (cheap, content independent). */
 backend::Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n);
+/** The weight formats the shaders decode (wload.glsl): the float types, q8_0 and q4_0. */
+bool vulkan_reads_weights(DType w);
 
 }  // namespace kiln::vk
