@@ -34,12 +34,16 @@ FTYPES = {"Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9, "Q2_K": 10, "Q3
           "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "IQ4_NL": 25, "IQ4_XS": 30}
 
 
+_SILENT = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)(lambda level, text, user: None)
+
+
 def llama_quantize(src, dst, ftype):
     """llama.cpp's quantizer (llama_model_quantize): its params struct starts with nthread, ftype."""
     lib_path = glob.glob(os.path.join(ORACLE, "node_modules", "@node-llama-cpp", "*", "bins", "*", "libllama.v*.so"))
     if not lib_path:
         sys.exit("node-llama-cpp's libllama is not under .cache/llama-oracle (run scripts/setup.sh)")
     lib = ctypes.CDLL(lib_path[0])
+    lib.llama_log_set(_SILENT, None)  # its per-tensor report would fill the table's output
 
     class Params(ctypes.Structure):  # larger than llama_model_quantize_params: returned through memory either way
         _fields_ = [("nthread", ctypes.c_int32), ("ftype", ctypes.c_int32), ("rest", ctypes.c_ubyte * 504)]

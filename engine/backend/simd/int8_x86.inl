@@ -44,6 +44,13 @@ struct Q {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
 #endif
   }
+  static I dot_u(B x, B w) {  // the same for w in [0, 64): u8 × s8 directly (pair sums ≤ 2·63·128)
+#if defined(__AVX512VNNI__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+#endif
+  }
   static F loadf(const unsigned char* p) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
   }

@@ -113,6 +113,7 @@ struct Q {
     }
     return s;
   }
+  static I dot_u(const B& x, const B& w) { return dot(x, w); }
   static F loadf(const unsigned char* p) {
     F f;
     __builtin_memcpy(f.v, p, 32);

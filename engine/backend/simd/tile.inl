@@ -3,7 +3,7 @@
 //   T, W (lanes), zero, load, store, splat, add, mul, fma (c + a·b), reduce (fixed order),
 //   f16 / bf16 (W values from bytes), half (one f16 scalar); and Q, the 8-bit activation path
 //   (B: 32 int8, I: 8 int32 lanes, F: 8 f32 lanes; load32, loadf, half (an f16 scale in every
-//   lane), splat, pair, spread16, bits, shl, or_, add, iq4, bit_bytes, dot, mul, fma, fmaf,
+//   lane), splat, pair, spread16, bits, shl, or_, add, iq4, bit_bytes, dot, dot_u, mul, fma, fmaf,
 //   reduce, quantize_block).
 // Everything here has internal linkage (the includer wraps it in an anonymous namespace), so no
 // inline function compiled with one ISA's flags can be picked by the linker for another's caller.
@@ -36,13 +36,14 @@ struct RowBF16 {
 // bytes holds kGroups groups of 32; head() reads what a block's groups share (scales, mins), then
 // per group j: ints() its 32 integers q, scale() and offset() eight lanes s and m such that the
 // value of element e is s[e / 4]·q[e] + m[e / 4] (formats with kOffset false have m = 0).
+// kUnsigned: the integers are in [0, 64), so the dot product needs no sign moves (Q::dot_u).
 struct Half {  // formats with one f16 scale per 32-value block
   Q::F d;
 };
 struct BlockQ8_0 {
   static constexpr int64_t kBlock = 32, kBytes = 34;
   static constexpr int kGroups = 1;
-  static constexpr bool kOffset = false;
+  static constexpr bool kOffset = false, kUnsigned = false;
   using Head = Half;
   static void head(const unsigned char* b, Head& h) { h.d = Q::half(b); }
   static Q::B ints(const unsigned char* b, int) { return Q::load32(b + 2); }
@@ -69,7 +70,7 @@ struct HalfMin {  // formats with an f16 scale and an f16 min per 32-value block
 struct BlockQ4_1 {
   static constexpr int64_t kBlock = 32, kBytes = 20;
   static constexpr int kGroups = 1;
-  static constexpr bool kOffset = true;
+  static constexpr bool kOffset = true, kUnsigned = true;
   using Head = HalfMin;
   static void head(const unsigned char* b, Head& h) { h.d = Q::half(b), h.m = Q::half(b + 2); }
   static Q::B ints(const unsigned char* b, int) { return Q::spread16(b + 4); }
@@ -89,21 +90,30 @@ struct Super {
 struct BlockK {
   static constexpr int64_t kBlock = 256;
   static constexpr int kGroups = 8;
+  static constexpr bool kUnsigned = false;
   using Head = Super;
   static Q::F scale(const Head& h, int j) { return Q::pair(h.s[2 * j], h.s[2 * j + 1]); }
   static Q::F offset(const Head& h, int j) { return Q::pair(h.m[2 * j], h.m[2 * j + 1]); }
 };
+struct Super32 {  // one scale (and min) per 32 values
+  float s[8], m[8];
+};
+struct BlockK32 : BlockK {
+  using Head = Super32;
+  static Q::F scale(const Head& h, int j) { return Q::splat(h.s[j]); }
+  static Q::F offset(const Head& h, int j) { return Q::splat(h.m[j]); }
+};
 struct BlockQ4_K
-    : BlockK {  // f16 d, f16 dmin, scales[12], qs[128]: group j the low (even j) or high nibbles of 32 bytes
+    : BlockK32 {  // f16 d, f16 dmin, scales[12], qs[128]: group j the low (even j) or high nibbles of 32 bytes
   static constexpr int64_t kBytes = 144;
-  static constexpr bool kOffset = true;
+  static constexpr bool kOffset = true, kUnsigned = true;
   static void head(const unsigned char* b, Head& h) {
     const float d = V::half(b), dmin = V::half(b + 2);
     for (int j = 0; j < 8; ++j) {
       uint8_t sc, mn;
       k_scale_min(j, b + 4, &sc, &mn);
-      h.s[2 * j] = h.s[2 * j + 1] = d * static_cast<float>(sc);
-      h.m[2 * j] = h.m[2 * j + 1] = -(dmin * static_cast<float>(mn));
+      h.s[j] = d * static_cast<float>(sc);
+      h.m[j] = -(dmin * static_cast<float>(mn));
     }
   }
   static Q::B ints(const unsigned char* b, int j) { return Q::bits(Q::load32(b + 16 + 32 * (j / 2)), 4 * (j % 2), 15); }
@@ -148,7 +158,7 @@ struct BlockQ3_K : BlockK {  // hmask[32], qs[64], scales[12], f16 d
 };
 struct BlockQ2_K : BlockK {  // scales[16] (low nibble scale, high nibble min), qs[64], f16 d, f16 dmin
   static constexpr int64_t kBytes = 84;
-  static constexpr bool kOffset = true;
+  static constexpr bool kOffset = true, kUnsigned = true;
   static void head(const unsigned char* b, Head& h) {
     const float d = V::half(b + 80), dmin = V::half(b + 82);
     for (int i = 0; i < 16; ++i) {
@@ -158,7 +168,7 @@ struct BlockQ2_K : BlockK {  // scales[16] (low nibble scale, high nibble min), 
   }
   static Q::B ints(const unsigned char* b, int j) { return Q::bits(Q::load32(b + 16 + 32 * (j / 4)), 2 * (j % 4), 3); }
 };
-struct BlockIQ4_XS : BlockK {  // f16 d, u16 scales_h, scales_l[4], qs[128]: group j in IQ4_NL's layout
+struct BlockIQ4_XS : BlockK32 {  // f16 d, u16 scales_h, scales_l[4], qs[128]: group j in IQ4_NL's layout
   static constexpr int64_t kBytes = 136;
   static constexpr bool kOffset = false;
   static void head(const unsigned char* b, Head& h) {
@@ -166,7 +176,7 @@ struct BlockIQ4_XS : BlockK {  // f16 d, u16 scales_h, scales_l[4], qs[128]: gro
     const int scales_h = b[2] | b[3] << 8;
     for (int j = 0; j < 8; ++j) {
       const int ls = ((b[4 + j / 2] >> 4 * (j % 2)) & 15) | (((scales_h >> 2 * j) & 3) << 4);
-      h.s[2 * j] = h.s[2 * j + 1] = d * static_cast<float>(ls - 32);
+      h.s[j] = d * static_cast<float>(ls - 32);
     }
   }
   static Q::B ints(const unsigned char* b, int j) { return Q::iq4(Q::spread16(b + 8 + 16 * j)); }
@@ -274,7 +284,8 @@ void tile_q(const MatmulTile& t, int64_t r0, int64_t m0) {
         const Q::B xv = Q::load32(xb + 64);
 #pragma GCC unroll 16
         for (int m = 0; m < MT; ++m) {
-          acc[r][m] = Q::fma(Q::dot(xv, wv[m]), Q::mul(dx, sw[m]), acc[r][m]);
+          const Q::I dot = R::kUnsigned ? Q::dot_u(xv, wv[m]) : Q::dot(xv, wv[m]);
+          acc[r][m] = Q::fma(dot, Q::mul(dx, sw[m]), acc[r][m]);
           if constexpr (R::kOffset) acc[r][m] = Q::fmaf(Q::loadf(xb + 32), ow[m], acc[r][m]);
         }
       }
