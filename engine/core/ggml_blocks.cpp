@@ -100,11 +100,10 @@ void q3_k(const uint8_t* b, float* y) {
 /** q4_K (qh null) and q5_K. */
 void q45_k(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, float* y) {
   const float d = half_at(b), dmin = half_at(b + 2);
-  const uint8_t* scales = b + 4;
+  uint8_t sc[8], mn[8];
+  k_scales_mins(b + 4, sc, mn);
   for (int j = 0; j < 8; ++j) {  // group j: the low (even j) or high nibbles of 32 bytes
-    uint8_t sc, mn;
-    k_scale_min(j, scales, &sc, &mn);
-    const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(mn);
+    const float dl = d * static_cast<float>(sc[j]), ml = dmin * static_cast<float>(mn[j]);
     const uint8_t* q = qs + 32 * (j / 2);
     const int shift = 4 * (j % 2);
     for (int l = 0; l < 32; ++l) {

@@ -25,17 +25,20 @@ namespace kiln {
 /** IQ4_NL's and IQ4_XS's 16 values (ggml-common.h kvalues_iq4nl). */
 inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-/** The k-quants' 6-bit scale and min of 32-value group j (0..7) from their 12 packed bytes. Static:
-    the CPU backend's ISA-flagged translation units include this, and an inline function with
-    external linkage could be emitted with their instructions and picked for everyone's calls. */
-static inline void k_scale_min(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
-  if (j < 4) {
-    *scale = q[j] & 63;
-    *min = q[j + 4] & 63;
-  } else {
-    *scale = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *min = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
+/** The k-quants' eight 6-bit scales and mins (one per 32-value group) from their 12 packed bytes:
+    group j < 4 has the low 6 bits of bytes j (scale) and j + 4 (min); group j ≥ 4 the low (scale)
+    and high (min) nibble of byte j + 4, under the top 2 bits of bytes j − 4 (scale) and j (min).
+    Static: the CPU backend's ISA-flagged translation
+    units include this, and an inline function with external linkage could be emitted with their
+    instructions and picked for everyone's calls. */
+static inline void k_scales_mins(const uint8_t* q, uint8_t scales[8], uint8_t mins[8]) {
+  uint32_t w[3];
+  __builtin_memcpy(w, q, 12);
+  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
+  const uint32_t s[2] = {w[0] & low6, (w[2] & low4) | (((w[0] >> 6) & top2) << 4)};
+  const uint32_t m[2] = {w[1] & low6, ((w[2] >> 4) & low4) | (((w[1] >> 6) & top2) << 4)};
+  __builtin_memcpy(scales, s, 8);
+  __builtin_memcpy(mins, m, 8);
 }
 
 /** Q3_K's sixteen 6-bit scales (each still offset by 32) from their 12 packed bytes. */

@@ -109,12 +109,9 @@ struct BlockQ4_K
   static constexpr bool kOffset = true, kUnsigned = true;
   static void head(const unsigned char* b, Head& h) {
     const float d = V::half(b), dmin = V::half(b + 2);
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, mn;
-      k_scale_min(j, b + 4, &sc, &mn);
-      h.s[j] = d * static_cast<float>(sc);
-      h.m[j] = -(dmin * static_cast<float>(mn));
-    }
+    uint8_t sc[8], mn[8];
+    k_scales_mins(b + 4, sc, mn);
+    for (int j = 0; j < 8; ++j) h.s[j] = d * static_cast<float>(sc[j]), h.m[j] = -(dmin * static_cast<float>(mn[j]));
   }
   static Q::B ints(const unsigned char* b, int j) { return Q::bits(Q::load32(b + 16 + 32 * (j / 2)), 4 * (j % 2), 15); }
 };
