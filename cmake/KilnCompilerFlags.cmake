@@ -1,8 +1,12 @@
 # Warning and sanitizer flags for kiln's own targets (never applied to third-party code).
+# ccache keys relative to the source tree, the working directory not hashed (scripts/build.sh says
+# why): set here as well, so a tree built with a bare `cmake --build` fills the cache with entries a
+# clone in another folder can use.
 find_program(CCACHE_PROGRAM ccache)
 if(CCACHE_PROGRAM)
-  set(CMAKE_C_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
-  set(CMAKE_CXX_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
+  set(_kiln_ccache ${CMAKE_COMMAND} -E env CCACHE_BASEDIR=${CMAKE_SOURCE_DIR} CCACHE_NOHASHDIR=1 ${CCACHE_PROGRAM})
+  set(CMAKE_C_COMPILER_LAUNCHER ${_kiln_ccache})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${_kiln_ccache})
 endif()
 
 # Debug information in RelWithDebInfo builds: line tables by default (backtraces, gdb and sanitizer
