@@ -92,6 +92,10 @@ constexpr bool op_is_view(uint32_t op) {
   return op == KILN_OP_RESHAPE;
 }
 
+/** TOP_K's mode flag (host side; plugins leave mode 0): the result is i32 [N, 2k], each row's k ids
+ *  followed by their k values as f32 bits, so one small tensor carries what a sampler needs. */
+constexpr int32_t kTopKValues = 1;
+
 /** Sequence/ragged-batch positions of the "seqs" input columns (i32 [S, 4]). */
 enum SeqColumn : int { kSeqQStart = 0, kSeqQLen = 1, kSeqKvLen = 2, kSeqStateSlot = 3, kSeqColumns = 4 };
 

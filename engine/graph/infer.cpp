@@ -234,7 +234,8 @@ TensorDesc infer(uint32_t op, const kiln_op_params& p, std::span<const TensorDes
     case KILN_OP_TOP_K:
       c.f32(0, "x");
       c.require(p.k >= 1 && p.k <= s[0].last(), fmt::format("k = {} outside [1, {}]", p.k, s[0].last()));
-      return shape(DType::i32, {s[0].rows(), p.k});
+      c.require(p.mode == 0 || p.mode == kTopKValues, "unknown mode (0, or kTopKValues for ids and values)");
+      return shape(DType::i32, {s[0].rows(), p.mode == kTopKValues ? 2 * int64_t{p.k} : p.k});
     case KILN_OP_MOE_WEIGHTS:
       c.f32(0, "logits");
       c.i32(1, "ids");

@@ -16,6 +16,7 @@
 #include <functional>
 #include <numeric>
 #include <ostream>
+#include <tuple>
 
 #include "backend/ops.hpp"
 #include "core/half.hpp"
@@ -536,6 +537,35 @@ std::vector<Case> cases_moe() {
   for (auto [e, k] : std::vector<std::pair<int64_t, int>>{{8, 2}, {64, 8}, {5, 5}})
     c.push_back({fmt::format("top_k E{} k{}", e, k), 0.0, [e = e, k = k](OpGraph& g) {
                    g.output(g.op(KILN_OP_TOP_K, {g.f32({9, e}, -3, 3)}, params([k](auto& p) { p.k = k; })));
+                 }});
+  // With values (the sampler's candidates): short rows (top_k.comp) and vocabulary-long ones
+  // (top_k_rows.comp's radix selection), values drawn from few levels so ties cross the k-th place,
+  // with -0 and +0 mixed in (equal values: the lower index first).
+  const auto ties = [](int64_t n, int levels, uint32_t seed) {
+    std::vector<float> v(static_cast<size_t>(n));
+    uint32_t s = seed;
+    for (auto& x : v) {
+      s = s * 1664525u + 1013904223u;
+      const int q = static_cast<int>((s >> 8) % static_cast<uint32_t>(levels)) - levels / 2;
+      x = q == 0 && (s & 1u) ? -0.0f : static_cast<float>(q) * 0.25f;
+    }
+    return v;
+  };
+  for (auto [rows, e, k, levels] : std::vector<std::tuple<int64_t, int64_t, int, int>>{{3, 48, 8, 9},
+                                                                                       {2, 96, 90, 5},
+                                                                                       {4, 1024, 1024, 7},
+                                                                                       {5, 1500, 1, 3},
+                                                                                       {4, 50000, 64, 4001},
+                                                                                       {2, 151936, 331, 257},
+                                                                                       {3, 151936, 64, 0},
+                                                                                       {2, 262144, 1, 0}})
+    c.push_back({fmt::format("top_k values N{} E{} k{}{}", rows, e, k, levels ? " ties" : ""), 0.0, [=](OpGraph& g) {
+                   const uint32_t x = levels ? g.f32_values({rows, e}, ties(rows * e, levels, static_cast<uint32_t>(e)))
+                                             : g.f32({rows, e}, -30, 30);
+                   g.output(g.op(KILN_OP_TOP_K, {x}, params([k](auto& p) {
+                                   p.k = k;
+                                   p.mode = kTopKValues;
+                                 })));
                  }});
   for (int mode : {0, 1})
     for (bool scaled : {false, true})

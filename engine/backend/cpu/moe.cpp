@@ -4,22 +4,26 @@
 #include <tbb/parallel_for.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "backend/cpu/common.hpp"
 #include "backend/cpu/kernels.hpp"
+#include "backend/ops.hpp"
 
 namespace kiln::backend::cpu {
 
 void run_top_k(const Node& n) {
   const TensorDesc& x = n.src[0].desc;
   const int64_t E = x.last(), k = n.params.k, rows = x.rows();
-  if (x.dtype != DType::f32 || k < 1 || k > E || n.dst.desc.dtype != DType::i32 || n.dst.desc.numel() != rows * k)
-    fail(n, "expected f32 [N, E] -> i32 [N, k] with 1 <= k <= E");
+  const bool values = n.params.mode == kTopKValues;
+  const int64_t width = values ? 2 * k : k;
+  if (x.dtype != DType::f32 || k < 1 || k > E || n.dst.desc.dtype != DType::i32 || n.dst.desc.numel() != rows * width)
+    fail(n, "expected f32 [N, E] -> i32 [N, k] (or [N, 2k] with values) with 1 <= k <= E");
   const float* xp = f32_of(n.src[0]);
   int32_t* ids = i32_of(n.dst);
   tbb::parallel_for(int64_t{0}, rows, [&](int64_t r) {
     const float* row = xp + r * E;
-    int32_t* out = ids + r * k;
+    int32_t* out = ids + r * width;
     // Insertion into a sorted list of k: descending value, ties to the lower index (strict >).
     int64_t filled = 0;
     for (int64_t e = 0; e < E; ++e) {
@@ -30,6 +34,8 @@ void run_top_k(const Node& n) {
       out[pos] = static_cast<int32_t>(e);
       filled = std::min(filled + 1, k);
     }
+    if (values)
+      for (int64_t j = 0; j < k; ++j) std::memcpy(out + k + j, row + out[j], 4);
   });
 }
 

@@ -192,7 +192,7 @@ Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
     case KILN_OP_TOP_K:
     case KILN_OP_MOE_SUM:
       if (!f32(0)) return Support::no(fmt::format("{} input (f32 only)", dtype_name(src(0).dtype)));
-      if (n.op == KILN_OP_TOP_K && n.params.k > 64) return Support::no("k > 64");
+      if (n.op == KILN_OP_TOP_K && n.params.k > kTopKMost) return Support::no(fmt::format("k > {}", kTopKMost));
       return Support::yes();
     case KILN_OP_MOE_WEIGHTS:
       if (n.params.k > 64 || (n.src[1].desc.ndim == 2 && n.src[1].desc.ne[1] > 64))

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 
+#include "backend/ops.hpp"
 #include "backend/vulkan/device.hpp"
 #include "backend/vulkan/ops/ops.hpp"
 
@@ -440,6 +441,16 @@ void record_moe(const OpEnv& e) {
     const backend::TensorRef& x = n.src[0];
     const int64_t E = x.desc.last(), N = x.desc.rows(), K = n.params.k;
     if (K <= 0 || K > E) e.fail(fmt::format("k = {} outside [1, {}]", K, E));
+    const uint32_t values = n.params.mode == kTopKValues ? 1u : 0u;
+    const std::vector<uint32_t> push{u32(N), u32(E), u32(K), e.off(x, 4), e.off(n.dst, 4)};
+    if (E >= kTopKRowsFrom || K > 64) {
+      // Long rows (a vocabulary): a workgroup per row, radix selection (top_k_rows.comp).
+      const Pipeline& p = e.pipeline("top_k_rows", {Bind::storage, Bind::storage}, {values});
+      const uint64_t maxx = e.dev.context().info().max_groups[0];
+      const auto gx = static_cast<uint32_t>(std::min<uint64_t>(static_cast<uint64_t>(N), maxx));
+      e.dispatch(p, {e.ssbo(x), e.ssbo(n.dst, true)}, push, gx, static_cast<uint32_t>((N + gx - 1) / gx));
+      return;
+    }
     // top_k.comp scans the row once per pick: k·(E+1) loop iterations (llvmpipe's limit).
     const uint32_t budget = e.dev.policy().loop_budget;
     if (budget && K * (E + 1) + 8 > budget)
@@ -447,9 +458,8 @@ void record_moe(const OpEnv& e) {
           fmt::format("k {} over {} values exceeds the loop iterations one kernel invocation may run on this "
                       "device ({}): use a smaller k or a GPU",
                       K, E, budget));
-    const Pipeline& p = e.pipeline("top_k", {Bind::storage, Bind::storage}, {});
-    e.dispatch_items(p, {e.ssbo(x), e.ssbo(n.dst, true)}, {u32(N), u32(E), u32(K), e.off(x, 4), e.off(n.dst, 4)},
-                     static_cast<uint64_t>(N));
+    const Pipeline& p = e.pipeline("top_k", {Bind::storage, Bind::storage}, {values});
+    e.dispatch_items(p, {e.ssbo(x), e.ssbo(n.dst, true)}, push, static_cast<uint64_t>(N));
     return;
   }
   if (n.op == KILN_OP_MOE_WEIGHTS) {

@@ -59,6 +59,10 @@ inline bool disjoint_or_same(const backend::TensorRef& p, const backend::TensorR
   return !overlap(p, q) || (p.offset == q.offset && p.desc.bytes() == q.desc.bytes());
 }
 
+/** TOP_K rows at least this long, or k over 64, take the workgroup-per-row kernel (top_k_rows.comp);
+ *  k is at most kTopKMost. */
+constexpr int64_t kTopKRowsFrom = 1024, kTopKMost = 1024;
+
 inline uint32_t u32(int64_t v) {
   return static_cast<uint32_t>(v);
 }

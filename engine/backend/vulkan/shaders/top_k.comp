@@ -1,7 +1,10 @@
 #version 450
 // Top-k ids per row, descending, ties to the lower index: k passes, each picking the best element
-// strictly after the previous pick in (value desc, index asc) order. One invocation per row.
+// strictly after the previous pick in (value desc, index asc) order. One invocation per row (short
+// rows: a mixture's experts; long rows take top_k_rows.comp). VALUES: each row of the result holds
+// the k ids, then their k values as f32 bits.
 layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint VALUES = 0;
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Ids { int ids[]; };
 layout(push_constant) uniform PC {
@@ -27,7 +30,9 @@ void main() {
         bi = int(e);
       }
     }
-    ids[pc.o_off + n * pc.K + j] = bi;
+    const uint width = VALUES != 0u ? 2u * pc.K : pc.K;
+    ids[pc.o_off + n * width + j] = bi;
+    if (VALUES != 0u) ids[pc.o_off + n * width + pc.K + j] = floatBitsToInt(bv);
     pv = bv;
     pi = bi;
     first = false;
