@@ -14,7 +14,9 @@
 // dispatch-bound: its rate measures the per-step overhead of host and device, not bandwidth).
 // A second table splits the median decode step into the host's work (graph build, memory plan,
 // binding and preparing the executable — Vulkan's recording — all zero once the batch shape's graph
-// is cached; input upload; logits download) and the device's compute (submit to end of run).
+// is cached; input upload; logits download) and the device's compute (submit to end of run), with
+// the bytes a step reads back. --candidates K reads back each row's K best ids and logits (the
+// device's TOP_K, what the server's samplers use when they can) instead of whole logits rows.
 //
 // --arch gemma4-e2b writes a Gemma-4-shaped model instead (E2B's structure scaled to 10 layers of
 // hidden 1024: sliding/full layers with head dims 256/512, per-layer embeddings, the last 4 layers
@@ -27,7 +29,7 @@
 // one on lavapipe unless KILN_VULKAN_DELTA=chunked|recurrent says otherwise.
 //
 //   bench_model [--device cpu|vulkan|auto] [--dtype f16,bf16,q8_0] [--layers 28] [--prompt 64]
-//               [--decode 16] [--seqs 1] [--dir /tmp] [--keep] [--roofline auto|triad|copy]
+//               [--decode 16] [--seqs 1] [--candidates 0] [--dir /tmp] [--keep] [--roofline auto|triad|copy]
 //               [--arch qwen3|gemma4-e2b|gemma4-moe|qwen3_5] [--model PATH]
 // --keep leaves the model files in --dir (kiln-bench-<arch>-<dtype>.gguf), for kiln generate / logits.
 #include <fmt/format.h>
@@ -40,6 +42,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -78,6 +81,7 @@ struct Measured {
   double step_s = 0;         ///< the median decode step's wall time
   model::StepTimings first;  ///< the first decode step: its shape's graph built, planned, recorded
   double first_s = 0;
+  uint64_t readback_bytes = 0;  ///< per decode step
 };
 
 double median(std::vector<double> v) {
@@ -85,7 +89,7 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-Measured measure(model::ModelHost& host, int prompt, int decode, int seqs) {
+Measured measure(model::ModelHost& host, int prompt, int decode, int seqs, uint32_t candidates) {
   const auto V = static_cast<int32_t>(host.hparams().n_vocab);
   std::vector<int32_t> ids(static_cast<size_t>(prompt));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919) % static_cast<size_t>(V));
@@ -99,13 +103,15 @@ Measured measure(model::ModelHost& host, int prompt, int decode, int seqs) {
   for (int s = 0; s < seqs; ++s) {  // the prefill rate is the first sequence's
     host.add_sequence(static_cast<uint64_t>(s));
     auto t0 = Clock::now();
-    host.step({{static_cast<uint64_t>(s), ids, true, false}}, &r);
+    if (const model::StepStatus st = host.step({{static_cast<uint64_t>(s), ids, true, false}}, &r); !st.ok())
+      throw std::runtime_error("a prefill step was refused: " + st.message);
     if (s == 0) m.prefill_tps = prompt / seconds_since(t0);
   }
   auto decode_step = [&](int32_t token) {
     std::vector<cache::SeqStep> batch;
     for (int s = 0; s < seqs; ++s) batch.push_back({static_cast<uint64_t>(s), {(token + s) % V}, true, false});
-    host.step(batch, &r);
+    if (const model::StepStatus st = host.step(batch, &r, {candidates}); !st.ok())
+      throw std::runtime_error("a decode step was refused: " + st.message);
   };
   auto t_first = Clock::now();
   decode_step(5);  // warm-up: the decode shape's graph (and on lavapipe the pipelines' JIT)
@@ -124,6 +130,7 @@ Measured measure(model::ModelHost& host, int prompt, int decode, int seqs) {
   m.step_s = median(steps);
   m.decode_tps = seqs / m.step_s;
   m.step = {median(build), median(plan), median(bind), median(upload), median(compute), median(download)};
+  m.readback_bytes = r.readback_bytes;
   for (int s = 0; s < seqs; ++s) host.release(static_cast<uint64_t>(s));
   return m;
 }
@@ -193,17 +200,18 @@ void print_step_parts(const std::vector<std::pair<std::string, Measured>>& rows)
       "\ndecode step, microseconds: host parts (build, plan and bind+record are 0 once the shape's graph is cached), "
       "then the device's compute (submit to end of run); 'median' over the timed steps, 'first' the first decode "
       "step of its shape (its graph built and recorded; on lavapipe also the pipelines' JIT)\n");
-  std::printf("%-34s %-7s %10s %9s %9s %9s %9s %9s %10s %7s\n", "row", "step", "wall", "build", "plan", "bind",
-              "upload", "download", "compute", "host %");
-  auto line = [](const std::string& label, const char* which, double wall, const model::StepTimings& t) {
+  std::printf("%-34s %-7s %10s %9s %9s %9s %9s %9s %10s %7s %12s\n", "row", "step", "wall", "build", "plan", "bind",
+              "upload", "download", "compute", "host %", "read back B");
+  auto line = [](const std::string& label, const char* which, double wall, const model::StepTimings& t,
+                 uint64_t bytes) {
     const double host = t.build + t.plan + t.bind + t.upload + t.download;
-    std::printf("%-34.34s %-7s %10.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %6.1f%%\n", label.c_str(), which, wall * 1e6,
-                t.build * 1e6, t.plan * 1e6, t.bind * 1e6, t.upload * 1e6, t.download * 1e6, t.compute * 1e6,
-                wall > 0 ? 100 * host / wall : 0.0);
+    std::printf("%-34.34s %-7s %10.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %6.1f%% %12llu\n", label.c_str(), which,
+                wall * 1e6, t.build * 1e6, t.plan * 1e6, t.bind * 1e6, t.upload * 1e6, t.download * 1e6,
+                t.compute * 1e6, wall > 0 ? 100 * host / wall : 0.0, static_cast<unsigned long long>(bytes));
   };
   for (const auto& [label, m] : rows) {
-    line(label, "median", m.step_s, m.step);
-    line(label, "first", m.first_s, m.first);
+    line(label, "median", m.step_s, m.step, m.readback_bytes);
+    line(label, "first", m.first_s, m.first, m.readback_bytes);
   }
 }
 
@@ -222,6 +230,7 @@ int run(int argc, char** argv) {
         "  --prompt N                    prefill length (default 64)\n"
         "  --decode N                    timed decode steps (default 16)\n"
         "  --seqs S                      sequences decoding together, 1-64 (default 1)\n"
+        "  --candidates K                read back each row's K best ids and logits, not the rows (default 0)\n"
         "  --roofline auto|triad|copy    bandwidth limit: host triad for CPU devices, device copy for GPUs\n"
         "  --model PATH                  run a real checkpoint instead (HF directory or GGUF)\n"
         "  --dir DIR, --keep             where the generated GGUFs go; keep them (kiln-bench-<arch>-<dtype>.gguf)\n"
@@ -233,6 +242,7 @@ int run(int argc, char** argv) {
   const int prompt = std::stoi(arg(argc, argv, "--prompt", "64"));
   const int decode = std::stoi(arg(argc, argv, "--decode", "16"));
   const int seqs = std::clamp(std::stoi(arg(argc, argv, "--seqs", "1")), 1, 64);
+  const auto candidates = static_cast<uint32_t>(std::clamp(std::stoi(arg(argc, argv, "--candidates", "0")), 0, 1024));
   const std::string device = arg(argc, argv, "--device", "auto");
   // The bandwidth limit of the roofline: the host's triad for CPU devices (lavapipe included), the
   // device's copy bandwidth for GPUs (auto); --roofline triad|copy forces one.
@@ -276,7 +286,7 @@ int run(int argc, char** argv) {
     o.max_seqs = static_cast<uint32_t>(seqs);
     o.max_context = static_cast<uint32_t>(prompt + decode + 10);
     o.cache.memory_bytes = std::max<uint64_t>(512ull << 20, (64ull << 20) * static_cast<uint64_t>(seqs));
-    o.max_batch_tokens = static_cast<uint32_t>(prompt);
+    o.max_batch_tokens = static_cast<uint32_t>(std::max(prompt, seqs));  // a prefill, or one token per sequence
     o.progress = false;
     return o;
   };
@@ -284,7 +294,7 @@ int run(int argc, char** argv) {
 
   if (const std::string path = arg(argc, argv, "--model", ""); !path.empty()) {
     auto host = model::ModelHost::open(path, registry, options());
-    const Measured m = measure(*host, prompt, decode, seqs);
+    const Measured m = measure(*host, prompt, decode, seqs, candidates);
     std::printf("model %s (%s) on %s; prompt %d, decode %d, sequences %d\n\n", path.c_str(),
                 host->hparams().architecture, host->device().info().name.c_str(), prompt, decode, seqs);
     std::printf("%-28s %12s %12s\n", "device", "decode t/s", "prefill t/s");
@@ -334,7 +344,7 @@ int run(int argc, char** argv) {
     bw = std::max(bw, bench::triad_gbs(256, 3));
     {
       auto host = model::ModelHost::open(path, registry, options());
-      const Measured m = measure(*host, prompt, decode, seqs);
+      const Measured m = measure(*host, prompt, decode, seqs, candidates);
       double limit = bw;
       std::string limit_name = "triad";
       if (roofline == "copy" || (roofline == "auto" && bench::is_gpu(host->device()))) {

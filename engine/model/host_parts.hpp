@@ -50,9 +50,11 @@ struct ModelHost::Graph {
   std::vector<InputSlot> inputs;  ///< laid out in one buffer, 256-byte aligned
   size_t input_bytes = 0;
   uint32_t logits = 0;
+  uint32_t candidates = 0;  ///< k of the TOP_K appended to the logits (0: the logits are read back)
+  uint32_t candidate_tensor = 0;
   std::vector<std::pair<std::string, uint32_t>> dumps;
-  /** Where the logits (first) and the dumps land in a slot's readback buffer, copied there at the
-   *  end of each run (Device: BoundGraph::copies_after). */
+  /** Where the logits or candidates (first) and the dumps land in a slot's readback buffer, copied
+   *  there at the end of each run (Device: BoundGraph::copies_after) and read from there. */
   std::vector<std::pair<uint32_t, size_t>> readback;  ///< tensor, offset
   size_t readback_bytes = 0;
   /** Per step slot: the executable bound to that slot's buffers (of `generation`). */

@@ -36,28 +36,30 @@ std::string group_input(std::string_view name, size_t group) {
   return fmt::format("{}.{}", name, group);
 }
 
-/** The shape a graph depends on (ABI.md, "Graphs depend on shapes only"). */
-std::string shape_key(const cache::RaggedBatch& b) {
+/** The shape a graph depends on (ABI.md, "Graphs depend on shapes only"), and what it reads back. */
+std::string shape_key(const cache::RaggedBatch& b, uint32_t candidates) {
   std::string k = fmt::format("{}/{}/{}", b.n_tokens, b.n_seqs, b.logits_rows.size());
   for (const auto& g : b.groups) k += fmt::format("/{}", g.max_blocks);
+  if (candidates) k += fmt::format("/c{}", candidates);
   return k;
 }
 
-HostTensor download(const TensorRef& r) {
+/** A tensor from a slot's readback buffer (host-visible: a copy in memory, no transfer), as f32. */
+HostTensor read_back(const backend::Buffer& buf, size_t offset, const TensorDesc& d) {
   HostTensor h;
-  h.shape.assign(r.desc.ne.begin(), r.desc.ne.begin() + r.desc.ndim);
-  const auto n = static_cast<size_t>(r.desc.numel());
+  h.shape.assign(d.ne.begin(), d.ne.begin() + d.ndim);
+  const auto n = static_cast<size_t>(d.numel());
   h.data.resize(n);
-  if (r.desc.dtype == DType::i32) {
+  if (d.dtype == DType::i32) {
     std::vector<int32_t> ids(n);
-    r.buffer->download(r.offset, ids.data(), n * 4);
+    buf.download(offset, ids.data(), n * 4);
     for (size_t i = 0; i < n; ++i) h.data[i] = static_cast<float>(ids[i]);
-  } else if (r.desc.dtype == DType::f32) {
-    r.buffer->download(r.offset, h.data.data(), n * 4);
+  } else if (d.dtype == DType::f32) {
+    buf.download(offset, h.data.data(), n * 4);
   } else {
-    std::vector<uint8_t> raw(r.desc.bytes());
-    r.buffer->download(r.offset, raw.data(), raw.size());
-    to_f32(r.desc.dtype, raw.data(), static_cast<int64_t>(n), h.data.data());
+    std::vector<uint8_t> raw(d.bytes());
+    buf.download(offset, raw.data(), raw.size());
+    to_f32(d.dtype, raw.data(), static_cast<int64_t>(n), h.data.data());
   }
   return h;
 }
@@ -144,8 +146,9 @@ class ModelHost::ShapeBindings : public graph::Bindings {
   std::vector<InputSlot> inputs_;
 };
 
-std::shared_ptr<ModelHost::Graph> ModelHost::graph_for(const cache::RaggedBatch& b, StepTimings* tm) {
-  const std::string key = shape_key(b);
+std::shared_ptr<ModelHost::Graph> ModelHost::graph_for(const cache::RaggedBatch& b, uint32_t candidates,
+                                                       StepTimings* tm) {
+  const std::string key = shape_key(b, candidates);
   if (auto it = graphs_.find(key); it != graphs_.end()) {
     lru_.erase(std::find(lru_.begin(), lru_.end(), key));
     lru_.push_back(key);
@@ -177,9 +180,20 @@ std::shared_ptr<ModelHost::Graph> ModelHost::graph_for(const cache::RaggedBatch&
       g->graph.mark_output(id);
       g->dumps.emplace_back(name, id);
     }
+  if (candidates && ld.dtype == DType::f32) {
+    // The sampler's candidates are the step's last node: the logits stay on the device. (Logits in
+    // another dtype are read back whole; the caller sees candidates == 0 in the result.)
+    kiln_op_params p{};
+    p.k = static_cast<int32_t>(std::min<int64_t>(candidates, ld.ne[1]));
+    p.mode = kTopKValues;
+    const uint32_t src[] = {g->logits};
+    g->candidates = static_cast<uint32_t>(p.k);
+    g->candidate_tensor = g->graph.add_op(KILN_OP_TOP_K, src, p);
+    g->graph.mark_output(g->candidate_tensor);
+  }
   tm->build += seconds_since(t);
   g->plan = graph::plan_memory(g->graph);
-  for (uint32_t t : {g->logits}) g->readback.emplace_back(t, 0);
+  g->readback.emplace_back(g->candidates ? g->candidate_tensor : g->logits, 0);
   for (const auto& [name, id] : g->dumps) g->readback.emplace_back(id, 0);
   for (auto& [t, off] : g->readback) {
     off = g->readback_bytes;
@@ -209,7 +223,7 @@ void ModelHost::probe_graph() {
   b.groups.resize(cache_->layout().groups.size());
   for (auto& g : b.groups) g.max_blocks = 1;
   StepTimings tm;
-  const auto g = graph_for(b, &tm);
+  const auto g = graph_for(b, 0, &tm);
   for (const graph::GraphNode& n : g->graph.nodes())
     if (n.op == KILN_OP_GATED_DELTA)
       limits_.state_chunk = n.params.chunk > 0 ? static_cast<uint32_t>(n.params.chunk) : 64;
@@ -337,7 +351,7 @@ bool ModelHost::in_flight(uint64_t seq) const {
   return false;
 }
 
-StepStatus ModelHost::submit(const std::vector<cache::SeqStep>& steps, StepTicket* ticket) {
+StepStatus ModelHost::submit(const std::vector<cache::SeqStep>& steps, StepTicket* ticket, const StepOutputs& outputs) {
   if (flight_.size() >= slots_.size())
     throw_error("[model] {} steps are in flight already; finish the oldest first", flight_.size());
   if (StepStatus st = check(steps); !st.ok()) return st;
@@ -350,8 +364,8 @@ StepStatus ModelHost::submit(const std::vector<cache::SeqStep>& steps, StepTicke
     return {st, std::nullopt, cache::status_message(st)};
   const cache::RaggedBatch b = cache::describe_batch(*cache_, f->tx, steps);
   try {
-    f->graph_cached = graphs_.count(shape_key(b)) != 0;
-    f->graph = graph_for(b, &f->timings);
+    f->graph_cached = graphs_.count(shape_key(b, outputs.candidates)) != 0;
+    f->graph = graph_for(b, outputs.candidates, &f->timings);
     Graph& g = *f->graph;
     seconds_since(t);
     // The slot's buffers grow to the largest graph seen; executables bound to replaced buffers go.
@@ -449,13 +463,33 @@ void ModelHost::finish(const StepTicket& ticket, StepResult* out) {
     device_->wait(*g.exe[f.slot]);
     auto t = Clock::now();
     r.timings.compute = std::chrono::duration<double>(t - f.submitted).count();
-    Slot& slot = *slots_[f.slot];
-    const graph::ExternalResolver ext = [&](uint32_t, const graph::Tensor& x) { return resolve(g, slot, x); };
-    HostTensor logits = download(graph::locate(g.graph, g.plan, *slot.arena, ext, g.logits));
-    r.rows = static_cast<uint32_t>(logits.shape[0]);
-    r.logits = std::move(logits.data);
-    for (const auto& [name, id] : g.dumps)
-      r.dumps[name] = download(graph::locate(g.graph, g.plan, *slot.arena, ext, id));
+    // The run copied the logits (or candidates) and dumps into the slot's host-visible readback
+    // buffer: read them there, no second transfer.
+    const backend::Buffer& rb = *slots_[f.slot]->readback;
+    const auto& [out_tensor, out_off] = g.readback.front();
+    const TensorDesc& od = g.graph.tensor(out_tensor).desc;
+    r.rows = static_cast<uint32_t>(od.ne[0]);
+    if (g.candidates) {
+      const size_t k = g.candidates, n = size_t{r.rows} * k;
+      std::vector<int32_t> raw(2 * n);
+      rb.download(out_off, raw.data(), raw.size() * 4);
+      r.candidates = g.candidates;
+      r.candidate_ids.resize(n);
+      r.candidate_logits.resize(n);
+      for (size_t row = 0; row < r.rows; ++row) {
+        std::memcpy(r.candidate_ids.data() + row * k, raw.data() + row * 2 * k, k * 4);
+        std::memcpy(r.candidate_logits.data() + row * k, raw.data() + row * 2 * k + k, k * 4);
+      }
+    } else {
+      r.logits = read_back(rb, out_off, od).data;
+    }
+    r.readback_bytes = od.bytes();
+    for (size_t i = 0; i < g.dumps.size(); ++i) {
+      const auto& [t_id, off] = g.readback[i + 1];
+      const TensorDesc& d = g.graph.tensor(t_id).desc;
+      r.dumps[g.dumps[i].first] = read_back(rb, off, d);
+      r.readback_bytes += d.bytes();
+    }
     r.timings.download = seconds_since(t);
   } catch (const std::exception& e) {
     const std::string why = fmt::format("[model] step failed on '{}': {}", device_->info().name, e.what());
@@ -472,11 +506,11 @@ void ModelHost::finish(const StepTicket& ticket, StepResult* out) {
   *out = std::move(r);
 }
 
-StepStatus ModelHost::step(const std::vector<cache::SeqStep>& steps, StepResult* out) {
+StepStatus ModelHost::step(const std::vector<cache::SeqStep>& steps, StepResult* out, const StepOutputs& outputs) {
   if (!flight_.empty())
     throw_error("[model] step: {} step(s) in flight; finish them first (or use submit / finish)", flight_.size());
   StepTicket ticket;
-  StepStatus st = submit(steps, &ticket);
+  StepStatus st = submit(steps, &ticket, outputs);
   if (!st.ok()) return st;
   finish(ticket, out);
   return st;

@@ -100,10 +100,22 @@ struct StepTimings {
   double download = 0;  ///< logits and dumps
 };
 
+/** What a step brings back to the host besides its cache changes (ModelHost::submit). */
+struct StepOutputs {
+  /** 0: every logits row, n_vocab floats each. k > 0: instead of the rows, each row's k best ids
+   *  with their logits, value descending and ties to the lower id (the device's TOP_K): a sampler
+   *  that needs no more reads kilobytes per step, not n_vocab floats per row. At most n_vocab. */
+  uint32_t candidates = 0;
+};
+
 struct StepResult {
   StepTimings timings;
-  std::vector<float> logits;  ///< [rows, n_vocab], rows in batch.logits_rows order
+  std::vector<float> logits;  ///< [rows, n_vocab], rows in batch.logits_rows order (empty with candidates)
   uint32_t rows = 0;
+  uint32_t candidates = 0;              ///< k per row when the step asked for candidates
+  std::vector<int32_t> candidate_ids;   ///< [rows, candidates], best first
+  std::vector<float> candidate_logits;  ///< [rows, candidates], their logits
+  uint64_t readback_bytes = 0;          ///< brought to the host for this step (logits or candidates, dumps)
   std::vector<uint64_t> row_seq;  ///< the sequence of each logits row
   std::map<std::string, HostTensor> dumps;
   bool graph_cached = false;  ///< this step's shape had a graph already
@@ -181,7 +193,7 @@ class ModelHost {
    * and nothing changed (the scheduler queues, splits or drops the sequence named). Graph or device
    * failures throw HostError, after rolling the step back. At most two steps are in flight.
    */
-  StepStatus submit(const std::vector<cache::SeqStep>& steps, StepTicket* ticket);
+  StepStatus submit(const std::vector<cache::SeqStep>& steps, StepTicket* ticket, const StepOutputs& outputs = {});
   /**
    * Waits for the oldest step in flight, downloads its logits and commits its cache changes. A
    * device failure throws HostError after rolling back this step and every later one (those
@@ -190,7 +202,7 @@ class ModelHost {
    */
   void finish(const StepTicket& ticket, StepResult* out);
   /** submit() and finish(), with no other step in flight (HostError otherwise). */
-  StepStatus step(const std::vector<cache::SeqStep>& steps, StepResult* out);
+  StepStatus step(const std::vector<cache::SeqStep>& steps, StepResult* out, const StepOutputs& outputs = {});
   size_t in_flight() const { return flight_.size(); }
   size_t cached_graphs() const { return graphs_.size(); }
 
@@ -204,7 +216,7 @@ class ModelHost {
   void load_weights(const std::vector<WeightDecl>& decls);
   void make_cache(const HostOptions& options);
   void probe_graph();
-  std::shared_ptr<Graph> graph_for(const cache::RaggedBatch& b, StepTimings* tm);
+  std::shared_ptr<Graph> graph_for(const cache::RaggedBatch& b, uint32_t candidates, StepTimings* tm);
   /** Where an external tensor (weight, input, cache) of `g` lives with the buffers of `slot`. */
   backend::TensorRef resolve(const Graph& g, const Slot& slot, const graph::Tensor& x) const;
   void write_inputs(const Graph& g, const cache::RaggedBatch& b, Slot& slot);

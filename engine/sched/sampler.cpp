@@ -73,12 +73,10 @@ Sampled Sampler::sample(const float* logits, const uint64_t* allowed) {
     return xa > xb || (xa == xb && a < b);
   };
   Sampled out;
-  size_t keep = n_;
-  std::vector<double> prob;
   if (greedy) {
     out.token = *std::min_element(order_.begin(), order_.end(), better);
   } else {
-    const double inv_t = 1.0 / p_.temperature;
+    size_t keep = n_;
     if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < order_.size()) {
       keep = static_cast<size_t>(p_.top_k);
       std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(keep), order_.end(), better);
@@ -86,46 +84,9 @@ Sampled Sampler::sample(const float* logits, const uint64_t* allowed) {
       std::sort(order_.begin(), order_.end(), better);
     }
     keep = std::min(keep, order_.size());
-    prob.resize(keep);
-    const double mx = x[static_cast<size_t>(order_[0])];
-    double sum = 0;
-    for (size_t i = 0; i < keep; ++i) sum += prob[i] = std::exp((x[static_cast<size_t>(order_[i])] - mx) * inv_t);
-    if (p_.min_p > 0) {
-      const double floor = p_.min_p * prob[0];
-      size_t k = 1;
-      while (k < keep && prob[k] >= floor) ++k;
-      keep = k;
-    }
-    if (p_.top_p < 1.0) {
-      double total = 0, cum = 0;
-      for (size_t i = 0; i < keep; ++i) total += prob[i];
-      for (size_t i = 0; i < keep; ++i) {
-        cum += prob[i];
-        if (cum >= p_.top_p * total) {
-          keep = i + 1;
-          break;
-        }
-      }
-    }
-    prob.resize(keep);
-    sum = std::accumulate(prob.begin(), prob.end(), 0.0);
-    // One uniform draw per token from the request's own stream.
-    const double u = std::uniform_real_distribution<double>(0.0, sum)(rng_);
-    double cum = 0;
-    size_t pick = keep - 1;
-    for (size_t i = 0; i < keep; ++i) {
-      cum += prob[i];
-      if (u < cum) {
-        pick = i;
-        break;
-      }
-    }
-    out.token = order_[pick];
-    if (want_lp) {
-      out.logprob = static_cast<float>(std::log(prob[pick] / sum));
-      const size_t k = std::min(keep, static_cast<size_t>(p_.top_logprobs));
-      for (size_t i = 0; i < k; ++i) out.top.push_back({order_[i], static_cast<float>(std::log(prob[i] / sum))});
-    }
+    sorted_.resize(keep);
+    for (size_t i = 0; i < keep; ++i) sorted_[i] = x[static_cast<size_t>(order_[i])];
+    out = draw(order_.data(), sorted_.data(), keep);
   }
   if (greedy && want_lp) {
     // log-softmax of the processed logits at temperature 1.
@@ -144,9 +105,88 @@ Sampled Sampler::sample(const float* logits, const uint64_t* allowed) {
       }
     }
   }
-  const size_t t = static_cast<size_t>(out.token);
+  record(out.token);
+  return out;
+}
+
+Sampled Sampler::draw(const int32_t* order, const float* val, size_t keep) {
+  const double inv_t = 1.0 / p_.temperature;
+  std::vector<double> prob(keep);
+  const double mx = val[0];
+  for (size_t i = 0; i < keep; ++i) prob[i] = std::exp((val[i] - mx) * inv_t);
+  if (p_.min_p > 0) {
+    const double floor = p_.min_p * prob[0];
+    size_t k = 1;
+    while (k < keep && prob[k] >= floor) ++k;
+    keep = k;
+  }
+  if (p_.top_p < 1.0) {
+    double total = 0, cum = 0;
+    for (size_t i = 0; i < keep; ++i) total += prob[i];
+    for (size_t i = 0; i < keep; ++i) {
+      cum += prob[i];
+      if (cum >= p_.top_p * total) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  prob.resize(keep);
+  const double sum = std::accumulate(prob.begin(), prob.end(), 0.0);
+  // One uniform draw per token from the request's own stream.
+  const double u = std::uniform_real_distribution<double>(0.0, sum)(rng_);
+  double cum = 0;
+  size_t pick = keep - 1;
+  for (size_t i = 0; i < keep; ++i) {
+    cum += prob[i];
+    if (u < cum) {
+      pick = i;
+      break;
+    }
+  }
+  Sampled out;
+  out.token = order[pick];
+  if (p_.top_logprobs >= 0) {
+    out.logprob = static_cast<float>(std::log(prob[pick] / sum));
+    const size_t k = std::min(keep, static_cast<size_t>(p_.top_logprobs));
+    for (size_t i = 0; i < k; ++i) out.top.push_back({order[i], static_cast<float>(std::log(prob[i] / sum))});
+  }
+  return out;
+}
+
+void Sampler::record(int32_t token) {
+  const size_t t = static_cast<size_t>(token);
   ++count_[t];
   if (!seen_.empty()) seen_[t] = 1;
+}
+
+size_t Sampler::candidates_needed() const {
+  if (!p_.logit_bias.empty() || p_.repetition_penalty != 1 || p_.presence_penalty != 0 || p_.frequency_penalty != 0)
+    return 0;
+  if (p_.temperature < 1e-5 || n_ == 1) return p_.top_logprobs >= 0 ? 0 : 1;  // greedy logprobs: the whole softmax
+  return p_.top_k > 0 ? static_cast<size_t>(p_.top_k) : 0;
+}
+
+Sampled Sampler::sample_candidates(const int32_t* ids, const float* logits, size_t k) {
+  const size_t need = candidates_needed();
+  if (need == 0) throw std::logic_error("this sampler needs the whole logits row, not candidates");
+  // The candidates come sorted as `better` orders them; the unsampleable ones drop out.
+  order_.clear();
+  sorted_.clear();
+  for (size_t i = 0; i < k; ++i) {
+    const auto t = static_cast<size_t>(ids[i]);
+    if (t >= n_ || (sampleable_ && !((sampleable_[t >> 6] >> (t & 63)) & 1))) continue;
+    order_.push_back(ids[i]);
+    sorted_.push_back(logits[i]);
+  }
+  if (order_.empty()) throw std::runtime_error("no sampleable token among the candidates");
+  Sampled out;
+  const bool greedy = p_.temperature < 1e-5 || n_ == 1;
+  if (greedy)
+    out.token = order_[0];
+  else
+    out = draw(order_.data(), sorted_.data(), std::min(need, order_.size()));
+  record(out.token);
   return out;
 }
 

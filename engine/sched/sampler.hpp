@@ -58,10 +58,28 @@ class Sampler {
    *  std::runtime_error when the masks allow no token. */
   Sampled sample(const float* logits, const uint64_t* allowed);
 
+  /**
+   * How many of a row's best logits this sampler needs to pick exactly as sample(logits) would,
+   * with no grammar mask: 1 greedy, top_k when sampling with one; 0 when it needs the whole row
+   * (logit bias, penalties, greedy logprobs, sampling without top_k). A caller asking the device
+   * for candidates adds the ids `sampleable` excludes (they may rank among the best).
+   */
+  size_t candidates_needed() const;
+  /**
+   * Picks from a row's `k` best ids and their logits (value descending, ties to the lower id, as
+   * the device's TOP_K gives them), with k at least candidates_needed() plus the unsampleable ids
+   * (or all n_vocab): the same token, logprobs and RNG draw as sample(logits). Throws
+   * std::logic_error when this sampler needs the whole row.
+   */
+  Sampled sample_candidates(const int32_t* ids, const float* logits, size_t k);
+
   const SamplingParams& params() const { return p_; }
 
  private:
   void process(std::vector<float>& x) const;
+  /** Temperature sampling over `keep` ids sorted best first, `val[i]` the logit of `order[i]`. */
+  Sampled draw(const int32_t* order, const float* val, size_t keep);
+  void record(int32_t token);
 
   SamplingParams p_;
   size_t n_;
@@ -72,6 +90,7 @@ class Sampler {
   std::vector<uint8_t> seen_;    ///< per token: in the prompt or generated (repetition penalty)
   std::vector<float> work_;
   std::vector<int32_t> order_;
+  std::vector<float> sorted_;  ///< logits of order_'s first `keep` ids
 };
 
 }  // namespace kiln::sched

@@ -85,6 +85,7 @@ struct Engine::State {
   std::vector<std::unique_ptr<Choice>> live;
   uint64_t steps = 0;
   double step_seconds = 0, host_seconds = 0;
+  uint64_t readback_bytes = 0, candidate_steps = 0;
 };
 
 Engine::Engine(ServedModel& model, Metrics& metrics)
@@ -92,6 +93,18 @@ Engine::Engine(ServedModel& model, Metrics& metrics)
       metrics_(metrics),
       graph_(std::make_unique<Graph>(this)),
       st_(std::make_unique<State>(model.host(), model.config().cache)) {
+  const char* env = std::getenv("KILN_DEVICE_SAMPLING");
+  if (!(env && std::string_view(env) == "0")) {
+    const uint32_t V = model.n_vocab();
+    uint32_t excluded = 0;
+    if (const uint64_t* ok = model.sampleable())
+      for (uint32_t t = 0; t < V; ++t) excluded += ((ok[t >> 6] >> (t & 63)) & 1) ? 0 : 1;
+    constexpr uint32_t kCandidates = 64, kMostCandidates = 1024;  // the sampler's top_k, the device's limit
+    if (kCandidates + excluded <= kMostCandidates) {
+      candidates_ = std::min(kCandidates + excluded, V);
+      covered_ = candidates_ == V ? V : kCandidates;
+    }
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -324,15 +337,43 @@ struct Engine::PlanRows {
   std::vector<std::pair<Choice*, uint32_t>> rows;  // choice, logits row
 };
 
+model::StepOutputs Engine::outputs_for(const sched::Plan& plan,
+                                       const std::unordered_map<const sched::Sequence*, Choice*>& choice_of) const {
+  model::StepOutputs out;
+  if (!candidates_) return out;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    if (!plan.sample[i]) continue;
+    auto it = choice_of.find(plan.seqs[i]);
+    if (it == choice_of.end()) continue;
+    const Choice& c = *it->second;
+    // A grammar's mask can leave any id allowed; a sampler that needs more than the candidates
+    // (penalties, bias, greedy logprobs, no top_k, a top_k beyond them) needs the whole row.
+    const size_t need = c.matcher ? 0 : c.sampler->candidates_needed();
+    if (need == 0 || need > covered_) return out;
+  }
+  out.candidates = candidates_;
+  return out;
+}
+
 void Engine::sample(const PlanRows& pr) {
   const uint32_t V = model_.n_vocab();
   const std::vector<int32_t>& stops = model_.stop_ids();
   sched::parallel_each(pr.rows.size(), [&](size_t i) {
     Choice& c = *pr.rows[i].first;
     if (c.finish != Finish::none || c.done) return;
-    const float* logits = pr.result->logits.data() + size_t{pr.rows[i].second} * V;
+    const size_t row = pr.rows[i].second;
     sched::Sampled s;
-    if (c.matcher) {
+    if (const size_t k = pr.result->candidates) {
+      // The step read back each row's best ids (outputs_for checked every sampler can use them).
+      try {
+        s = c.sampler->sample_candidates(pr.result->candidate_ids.data() + row * k,
+                                         pr.result->candidate_logits.data() + row * k, k);
+      } catch (const std::exception& e) {
+        c.finish = Finish::error;
+        c.error = fmt::format("sampling failed: {}", e.what());
+        return;
+      }
+    } else if (const float* logits = pr.result->logits.data() + row * V; c.matcher) {
       try {
         c.matcher->fill_mask(c.mask.data());
         s = c.sampler->sample(logits, c.mask.data());
@@ -483,6 +524,8 @@ void Engine::publish_gauges(double step_s, double host_s) {
   g.steps = st_->steps;
   g.step_seconds = st_->step_seconds;
   g.host_seconds = st_->host_seconds;
+  g.readback_bytes = st_->readback_bytes;
+  g.candidate_steps = st_->candidate_steps;
   metrics_.gauges(model_.name(), g);
   if (step_s > 0) metrics_.step(model_.name(), step_s, host_s);
 }
@@ -539,6 +582,9 @@ void Engine::iterate() {
       }
       return;
     }
+    std::unordered_map<const sched::Sequence*, Choice*> choice_of;
+    for (auto& c : st_->live) choice_of[&c->seq] = c.get();
+    const model::StepOutputs outputs = outputs_for(plan, choice_of);
     double host_s = since(t0);
     model::StepTicket ticket;
     model::StepResult res;
@@ -546,7 +592,7 @@ void Engine::iterate() {
     std::string failure;
     std::optional<uint64_t> refused;  // the sequence a refused step names
     try {
-      const model::StepStatus s = host.submit(plan.steps, &ticket);
+      const model::StepStatus s = host.submit(plan.steps, &ticket, outputs);
       if (!s.ok()) {
         ok = ran = false;
         failure = s.message;
@@ -586,12 +632,12 @@ void Engine::iterate() {
       }
     } else {
       st_->sched.commit(plan);
+      st_->readback_bytes += res.readback_bytes;
+      st_->candidate_steps += res.candidates > 0;
       PlanRows pr;
       pr.result = &res;
       std::unordered_map<uint64_t, uint32_t> row_of;
       for (uint32_t row = 0; row < res.rows; ++row) row_of[res.row_seq[row]] = row;
-      std::unordered_map<const sched::Sequence*, Choice*> choice_of;
-      for (auto& c : st_->live) choice_of[&c->seq] = c.get();
       for (size_t i = 0; i < plan.steps.size(); ++i) {
         if (!plan.sample[i]) continue;
         auto it = row_of.find(plan.steps[i].seq);

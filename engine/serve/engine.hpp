@@ -19,11 +19,17 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "serve/metrics.hpp"
 #include "serve/request.hpp"
 #include "serve/served_model.hpp"
+
+namespace kiln::sched {
+struct Plan;
+struct Sequence;
+}  // namespace kiln::sched
 
 namespace kiln::serve {
 
@@ -53,6 +59,9 @@ class Engine {
   void admit();
   struct PlanRows;
   void sample(const PlanRows& rows);
+  /** Candidates instead of logits rows when every sampler of the step can pick from them exactly. */
+  model::StepOutputs outputs_for(const sched::Plan& plan,
+                                 const std::unordered_map<const sched::Sequence*, Choice*>& choice_of) const;
   void emit();
   void emit_one(Choice& c);
   /** Takes finished, failed and (with `cancellations`) cancelled sequences out of the scheduler and
@@ -63,6 +72,10 @@ class Engine {
 
   ServedModel& model_;
   Metrics& metrics_;
+  /** Candidates per row a step reads back when its samplers allow (0: whole rows always): 64 plus
+   *  the ids no request may sample, which can rank among the best. KILN_DEVICE_SAMPLING=0: 0. */
+  uint32_t candidates_ = 0;
+  uint32_t covered_ = 0;  ///< the sampleable ids among them, at least (n_vocab when they are all)
   struct Graph;
   std::unique_ptr<Graph> graph_;  ///< the TBB flow graph of request preparation
 

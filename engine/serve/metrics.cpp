@@ -106,6 +106,11 @@ std::string Metrics::render() const {
           [](const PerModel& p) { return p.gauges.step_seconds; });
   counter("kiln_step_host_seconds_total", "Host share of step time: scheduling, sampling and emitting.",
           [](const PerModel& p) { return p.gauges.host_seconds; });
+  counter("kiln_step_readback_bytes_total", "Bytes steps brought back from the device (logits rows or candidates).",
+          [](const PerModel& p) { return p.gauges.readback_bytes; });
+  counter("kiln_candidate_steps_total",
+          "Steps whose samplers picked from each row's best ids read back from the device, not whole rows.",
+          [](const PerModel& p) { return p.gauges.candidate_steps; });
   gauge("kiln_queue_depth", "Sequences waiting to start (or to resume after preemption).",
         [](const PerModel& p) { return p.gauges.waiting; });
   gauge("kiln_running_sequences", "Sequences in the KV cache.", [](const PerModel& p) { return p.gauges.running; });

@@ -34,6 +34,8 @@ struct EngineGauges {
   uint64_t cached_blocks = 0, evicted_blocks = 0, snapshots = 0, snapshot_bytes = 0, evicted_snapshots = 0;
   uint64_t steps = 0;
   double step_seconds = 0, host_seconds = 0;  ///< totals over every step
+  uint64_t readback_bytes = 0;                ///< brought back from the device over every step
+  uint64_t candidate_steps = 0;               ///< steps that read back candidates instead of logits rows
 };
 
 class Metrics {

@@ -241,6 +241,41 @@ TEST_P(Host, ASteadyDecodeReusesItsShapesGraph) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// Candidates: each row's best ids and their logits, computed on the device after the logits, read
+// back instead of the rows.
+
+TEST_P(Host, CandidatesAreEachRowsBestIdsAndReadBackLess) {
+  TempDir dir;
+  auto host = llama(dir);
+  for (uint64_t s = 1; s <= 4; ++s) ASSERT_EQ(host->add_sequence(s), cache::Status::ok);
+  const auto a = ids(7, 3), b = ids(4, 4);
+  model::StepResult whole, cand, all;
+  ASSERT_TRUE(host->step({{1, a, true, false}, {2, b, true, false}}, &whole).ok());
+  ASSERT_TRUE(host->step({{3, a, true, false}, {4, b, true, false}}, &cand, {8}).ok());
+  EXPECT_FALSE(cand.graph_cached);  // reading back candidates is a graph of its own
+  ASSERT_EQ(whole.rows, 2u);
+  ASSERT_EQ(cand.rows, 2u);
+  EXPECT_TRUE(cand.logits.empty());
+  ASSERT_EQ(cand.candidates, 8u);
+  EXPECT_EQ(whole.readback_bytes, 2 * kVocab * 4);
+  EXPECT_EQ(cand.readback_bytes, 2 * 8 * 2 * 4u);
+  for (size_t row = 0; row < 2; ++row) {
+    std::vector<int32_t> order(kVocab);
+    for (size_t i = 0; i < kVocab; ++i) order[i] = static_cast<int32_t>(i);
+    const float* x = whole.logits.data() + row * kVocab;
+    std::stable_sort(order.begin(), order.end(), [&](int32_t p, int32_t q) { return x[p] > x[q]; });
+    for (size_t j = 0; j < 8; ++j) {
+      EXPECT_EQ(cand.candidate_ids[row * 8 + j], order[j]) << row << " " << j;
+      EXPECT_EQ(std::memcmp(&cand.candidate_logits[row * 8 + j], &x[order[j]], 4), 0);
+    }
+  }
+  // More than the vocabulary: all of it, sorted.
+  ASSERT_TRUE(host->step({{1, {9}, true, false}}, &all, {1000}).ok());
+  ASSERT_EQ(all.candidates, kVocab);
+  for (size_t j = 1; j < kVocab; ++j) EXPECT_GE(all.candidate_logits[j - 1], all.candidate_logits[j]);
+}
+
+// ------------------------------------------------------------------------------------------------
 // Two steps in flight: the device runs them in order; a failure of the first undoes both.
 
 TEST_P(Host, TwoStepsInFlightGiveTheBitsOfSteppingOneByOne) {

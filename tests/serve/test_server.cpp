@@ -138,6 +138,62 @@ TEST(Serve, ConcurrentStreamsGetWhatTheyGetAloneOnVulkan) {
   concurrent_streams("vulkan");
 }
 
+// Steps whose samplers can pick from each row's best ids read those back instead of whole logits
+// rows; the outputs (text and logprobs, greedy and seeded, alone and batched) are those of reading
+// the rows, and requests that need whole rows (no top_k, penalties) still get them.
+void device_candidates(const std::string& device) {
+  const std::vector<json> bodies = {
+      {{"temperature", 0}},
+      {{"temperature", 0.8}, {"top_k", 20}, {"seed", 5}, {"logprobs", 3}},
+      {{"temperature", 1.0}, {"top_k", 40}, {"top_p", 0.9}, {"min_p", 0.05}, {"seed", 6}},
+      {{"temperature", 1.0}, {"seed", 7}},
+      {{"temperature", 0.7}, {"top_k", 10}, {"presence_penalty", 0.5}, {"seed", 8}},
+  };
+  const auto body = [&](size_t i) {
+    json b = bodies[i % bodies.size()];
+    b["prompt"] = "Once upon a time " + std::to_string(i);
+    b["max_tokens"] = 16 + static_cast<int>(i % 3);
+    return b;
+  };
+  const size_t n = bodies.size() * 2;
+  const auto run = [&](Server& s) {
+    std::vector<json> alone(n), together(n);
+    for (size_t i = 0; i < n; ++i) alone[i] = s.post("/v1/completions", body(i))["choices"][0];
+    std::vector<std::future<json>> f;
+    for (size_t i = 0; i < n; ++i)
+      f.push_back(std::async(std::launch::async, [&, i] { return s.post("/v1/completions", body(i)); }));
+    for (size_t i = 0; i < n; ++i) together[i] = f[i].get()["choices"][0];
+    return std::make_pair(alone, together);
+  };
+  ::setenv("KILN_DEVICE_SAMPLING", "0", 1);
+  std::pair<std::vector<json>, std::vector<json>> rows;
+  {
+    Server s({}, model_config(), device);
+    rows = run(s);
+    EXPECT_EQ(s.metric("kiln_candidate_steps_total"), 0);
+  }
+  ::unsetenv("KILN_DEVICE_SAMPLING");
+  Server s({}, model_config(), device);
+  const auto cand = run(s);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(cand.first[i].dump(), rows.first[i].dump()) << "request " << i << " alone";
+    EXPECT_EQ(cand.second[i].dump(), rows.first[i].dump()) << "request " << i << " batched";
+    EXPECT_EQ(rows.second[i].dump(), rows.first[i].dump()) << "request " << i << " batched, whole rows";
+  }
+  const double steps = s.metric("kiln_candidate_steps_total");
+  EXPECT_GT(steps, 0);
+  EXPECT_LT(steps, s.metric("kiln_steps_total"));  // the penalty and no-top_k requests read rows
+}
+
+TEST(Serve, DeviceCandidatesSampleAsWholeRowsDo) {
+  device_candidates("cpu");
+}
+
+TEST(Serve, DeviceCandidatesSampleAsWholeRowsDoOnVulkan) {
+  if (!backend::Registry::instance().find("vulkan")) GTEST_SKIP() << "no vulkan device registered";
+  device_candidates("vulkan");
+}
+
 TEST(Serve, PreemptionUnderATinyCacheKeepsOutputsExact) {
   // 24 blocks: two sequences of 200 tokens (13 blocks each) cannot both finish; eight at once
   // must preempt and recompute (the scheduler's own test does this deterministically).
