@@ -1,15 +1,15 @@
 #include "model/checkpoint.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "model/safetensors.hpp"
 
 namespace kiln::model {
@@ -241,6 +241,26 @@ Checkpoint Checkpoint::open_hf(const std::string& dir_str, const std::string& si
     if (!t) throw_error("[safetensors] the index lists tensor '{}' in {}, but that file does not hold it", name, shard);
     if (fs::path(t->file) != fs::path(shard))
       throw_error("[safetensors] the index puts tensor '{}' in {}, but it was found in {}", name, shard, t->file);
+  }
+  if (auto q = cfg.find("quantization_config"); q != cfg.end()) {
+    // The quantized linears become the weights plugins ask for (model/quantized_checkpoint.hpp).
+    std::string torch_dtype = "bfloat16";  // what the unpacked weights that need rounding become
+    for (const json* j : {&cfg, &text})
+      for (const char* k : {"torch_dtype", "dtype"})
+        if (auto d = j->find(k); d != j->end() && d->is_string()) torch_dtype = d->get<std::string>();
+    std::vector<TensorInfo> ts =
+        unpack_quantized(q->dump(), torch_dtype, std::move(c.tensors_), &c.owned_, &c.quantization_);
+    c.tensors_.clear();
+    c.index_.clear();
+    c.add_tensors(ts);
+    log::info("[model] {}: {}", dir_str, c.quantization_);
+  } else {
+    for (const TensorInfo& t : c.tensors_)
+      if (!t.stored.empty())
+        throw_error(
+            "[safetensors] tensor '{}' in {} is {}, but config.json has no quantization_config saying how "
+            "to scale it; the checkpoint is incomplete",
+            t.name, t.file, t.stored);
   }
   return c;
 }

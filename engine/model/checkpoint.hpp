@@ -14,6 +14,7 @@
 
 #include "model/gguf.hpp"
 #include "model/mapped_file.hpp"
+#include "model/quantized_checkpoint.hpp"
 #include "model/tensor_info.hpp"
 
 namespace kiln::model {
@@ -56,6 +57,8 @@ class Checkpoint {
   uint64_t total_bytes() const;
   /** The files holding tensors, for messages. */
   std::vector<std::string> files() const;
+  /** HF checkpoints with a quantization_config: what unpacking it did ("awq int4 group 128: ..."); else empty. */
+  const std::string& quantization() const { return quantization_; }
 
  private:
   void add_tensors(const std::vector<TensorInfo>& ts);
@@ -67,6 +70,8 @@ class Checkpoint {
   GenerationDefaults generation_;
   std::optional<GgufVocab> vocab_;
   std::vector<std::shared_ptr<MappedFile>> maps_;
+  OwnedBytes owned_;  ///< weights unpacked from a quantized checkpoint
+  std::string quantization_;
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string, size_t> index_;
 };

@@ -94,11 +94,20 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
 
 void write_safetensors(const std::string& path, const std::vector<WriterTensor>& tensors,
                        const std::map<std::string, std::string>& metadata) {
+  write_safetensors(path, tensors, metadata, {});
+}
+
+void write_safetensors(const std::string& path, const std::vector<WriterTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata,
+                       const std::map<std::string, std::string>& stored_as) {
   nlohmann::json h = nlohmann::json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
   uint64_t off = 0;
   for (const auto& t : tensors) {
-    h[t.name] = {{"dtype", st_dtype(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
+    const auto as = stored_as.find(t.name);
+    h[t.name] = {{"dtype", as != stored_as.end() ? as->second : std::string(st_dtype(t.dtype))},
+                 {"shape", t.shape},
+                 {"data_offsets", {off, off + t.bytes.size()}}};
     off += t.bytes.size();
   }
   std::string header = h.dump();

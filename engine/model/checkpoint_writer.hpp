@@ -24,6 +24,11 @@ std::vector<uint8_t> encode_f32(const std::vector<float>& values, DType dtype);
 /** Writes a .safetensors file; throws HostError on I/O failure. */
 void write_safetensors(const std::string& path, const std::vector<WriterTensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+/** As above, with the file's dtype name for the tensors `stored_as` names (types DType has none of:
+ *  "F8_E4M3" for bytes given as u8). */
+void write_safetensors(const std::string& path, const std::vector<WriterTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata,
+                       const std::map<std::string, std::string>& stored_as);
 
 /** Builds a GGUF v3 file: metadata in insertion order, then tensors (dims reversed to ggml's order). */
 class GgufWriter {

@@ -68,10 +68,15 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     TensorInfo t;
     t.name = name;
     t.file = path;
-    if (!parse_dtype(dt->get<std::string>(), &t.dtype))
-      throw_error("[safetensors] {}: tensor '{}' has dtype {}, which kiln does not read (F32, F16, BF16, F64, "
-                  "I64, I32, I16, I8, U8, BOOL); convert the checkpoint",
-                  path, name, dt->get<std::string>());
+    if (dt->get<std::string>() == "F8_E4M3") {
+      t.dtype = DType::u8;  // bytes until the quantization_config's scales make weights of them
+      t.stored = "F8_E4M3";
+    } else if (!parse_dtype(dt->get<std::string>(), &t.dtype)) {
+      throw_error(
+          "[safetensors] {}: tensor '{}' has dtype {}, which kiln does not read (F32, F16, BF16, F64, "
+          "I64, I32, I16, I8, U8, BOOL, and F8_E4M3 with a quantization_config); convert the checkpoint",
+          path, name, dt->get<std::string>());
+    }
     for (const auto& d : *sh) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0) bad("shape has a non-integer or negative dimension");
       t.shape.push_back(d.get<int64_t>());

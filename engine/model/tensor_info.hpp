@@ -19,6 +19,9 @@ struct TensorInfo {
   const std::byte* data = nullptr;  ///< inside a MappedFile kept alive by the reader
   uint64_t nbytes = 0;
   std::string file;                 ///< the file it came from (for error messages)
+  /** The file's own dtype where DType has none: "F8_E4M3" (read as u8 bytes, unpacked with the
+   *  checkpoint's quantization_config, model/quantized_checkpoint.hpp). */
+  std::string stored;
 
   int64_t numel() const {
     int64_t n = 1;
