@@ -87,14 +87,17 @@ struct Unpacker {
 
   /**
    * An integer-quantized [M, K] weight: w[c, k] = (q − z) · scale[group(k), c], with `qz` holding
-   * q − z as [M, K] and `scales` [G, M]. q8_0 exactly when every 32-value block lies in one group,
-   * q − z fits int8 and each scale is an f16; else dequantized to `wide`.
+   * q − z as [M, K] and `scales` [G, M] (`by_row`: [M, G]). q8_0 exactly when every 32-value block
+   * lies in one group, q − z fits int8 and each scale is an f16; else dequantized to `wide`.
    */
   void integer_weight(const TensorInfo& from, const std::string& name, int64_t M, int64_t K,
-                      const std::vector<int16_t>& qz, const std::vector<int32_t>& group, const TensorInfo& scales_t) {
+                      const std::vector<int16_t>& qz, const std::vector<int32_t>& group, const TensorInfo& scales_t,
+                      bool by_row = false) {
     const std::vector<float> scales = floats(scales_t);
-    const int64_t G = scales_t.shape.empty() ? 0 : scales_t.shape[0];
-    if (scales_t.shape.size() != 2 || scales_t.shape[1] != M) bad(scales_t, fmt::format("expected [groups, {}]", M));
+    const int64_t G = scales_t.shape.size() == 2 ? scales_t.shape[by_row ? 1 : 0] : 0;
+    if (scales_t.shape.size() != 2 || scales_t.shape[by_row ? 0 : 1] != M)
+      bad(scales_t, by_row ? fmt::format("expected [{}, groups]", M) : fmt::format("expected [groups, {}]", M));
+    const auto at = [&](int64_t g, int64_t c) { return static_cast<size_t>(by_row ? c * G + g : g * M + c); };
     for (int32_t g : group)
       if (g < 0 || g >= G) bad(scales_t, fmt::format("a group index {} is outside its {} groups", g, G));
     bool q8 = K % kQuantBlock == 0;
@@ -118,7 +121,7 @@ struct Unpacker {
         std::byte* row = out.data() + static_cast<size_t>(c * nb) * 34;
         for (int64_t b = 0; b < nb; ++b) {
           const int32_t g = group[static_cast<size_t>(b * kQuantBlock)];
-          std::memcpy(row + b * 34, &h[static_cast<size_t>(g * M + c)], 2);
+          std::memcpy(row + b * 34, &h[at(g, c)], 2);
           for (int64_t i = 0; i < kQuantBlock; ++i)
             row[b * 34 + 2 + i] =
                 static_cast<std::byte>(static_cast<int8_t>(qz[static_cast<size_t>(c * K + b * kQuantBlock + i)]));
@@ -130,8 +133,8 @@ struct Unpacker {
     std::vector<std::byte> out(rows * static_cast<size_t>(K) * (wide == DType::f32 ? 4 : 2));
     tbb::parallel_for(int64_t{0}, M, [&](int64_t c) {
       for (int64_t k = 0; k < K; ++k) {
-        const float v = static_cast<float>(qz[static_cast<size_t>(c * K + k)]) *
-                        scales[static_cast<size_t>(group[static_cast<size_t>(k)] * M + c)];
+        const float v =
+            static_cast<float>(qz[static_cast<size_t>(c * K + k)]) * scales[at(group[static_cast<size_t>(k)], c)];
         put(out, static_cast<size_t>(c * K + k), v);
       }
     });
@@ -269,6 +272,74 @@ void unpack_gptq(Unpacker& u, const json& q) {
   }
 }
 
+// ---- compressed-tensors pack-quantized (llm-compressor's W4A16 / W8A16): weight_packed I32
+// [M, ⌈K·bits/32⌉] (input columns packed low bits first, stored as q + 2^(bits−1)), weight_scale
+// [M, G] ([M, 1] per channel), weight_shape [2], and for asymmetric schemes weight_zero_point I32
+// [⌈M·bits/32⌉, G] (rows packed, offset likewise); weight_g_idx I32 [K] with act-order.
+// w = (q − zero) · scale.
+void unpack_packed(Unpacker& u, int bits) {
+  const int per_word = 32 / bits, offset = 1 << (bits - 1);
+  const uint32_t mask = (1u << bits) - 1;
+  for (const TensorInfo& t : u.in) {
+    if (!ends_with(t.name, ".weight_packed")) continue;
+    const std::string prefix = t.name.substr(0, t.name.size() - 14);
+    u.dropped.insert(t.name);
+    const TensorInfo& st = u.side(prefix + ".weight_scale", t);
+    const TensorInfo& sh = u.side(prefix + ".weight_shape", t);
+    std::vector<int64_t> shape;
+    if (sh.numel() == 2 && (sh.dtype == DType::i32 || sh.dtype == DType::i64))
+      for (int i = 0; i < 2; ++i) {
+        int64_t v = 0;
+        if (sh.dtype == DType::i32) {
+          int32_t x;
+          std::memcpy(&x, sh.data + 4 * i, 4);
+          v = x;
+        } else {
+          std::memcpy(&v, sh.data + 8 * i, 8);
+        }
+        shape.push_back(v);
+      }
+    if (shape.size() != 2 || shape[0] <= 0 || shape[1] <= 0) u.bad(sh, "expected the weight's [rows, columns]");
+    const int64_t M = shape[0], K = shape[1], KW = (K + per_word - 1) / per_word;
+    if (t.shape != std::vector<int64_t>{M, KW})
+      u.bad(t, fmt::format("expected [{}, {}] for a [{}, {}] weight", M, KW, M, K));
+    const int64_t G = st.shape.size() == 2 ? st.shape[1] : 0;
+    if (G <= 0) u.bad(st, fmt::format("expected [{}, groups]", M));
+    std::vector<int32_t> group(static_cast<size_t>(K));
+    if (const TensorInfo* gi = u.find(prefix + ".weight_g_idx")) {
+      u.dropped.insert(gi->name);
+      if (gi->shape != std::vector<int64_t>{K}) u.bad(*gi, fmt::format("expected [{}]", K));
+      group = u.ints(*gi);
+    } else {
+      if (K % G) u.bad(st, fmt::format("{} groups do not divide {} columns and there is no weight_g_idx", G, K));
+      for (int64_t k = 0; k < K; ++k) group[static_cast<size_t>(k)] = static_cast<int32_t>(k / (K / G));
+    }
+    std::vector<int32_t> zero;  // [⌈M / per_word⌉, G], rows packed; empty when symmetric
+    if (const TensorInfo* zt = u.find(prefix + ".weight_zero_point")) {
+      u.dropped.insert(zt->name);
+      if (zt->shape != std::vector<int64_t>{(M + per_word - 1) / per_word, G})
+        u.bad(*zt, fmt::format("expected [{}, {}]", (M + per_word - 1) / per_word, G));
+      zero = u.ints(*zt);
+    }
+    const std::vector<int32_t> w = u.ints(t);
+    std::vector<int16_t> qz(static_cast<size_t>(M * K));
+    tbb::parallel_for(int64_t{0}, M, [&](int64_t c) {
+      for (int64_t k = 0; k < K; ++k) {
+        const auto word = static_cast<uint32_t>(w[static_cast<size_t>(c * KW + k / per_word)]);
+        const int qv = static_cast<int>((word >> (bits * (k % per_word))) & mask) - offset;
+        int zv = 0;
+        const int32_t g = group[static_cast<size_t>(k)];
+        if (!zero.empty() && g >= 0 && g < G) {
+          const auto zword = static_cast<uint32_t>(zero[static_cast<size_t>((c / per_word) * G + g)]);
+          zv = static_cast<int>((zword >> (bits * (c % per_word))) & mask) - offset;
+        }
+        qz[static_cast<size_t>(c * K + k)] = static_cast<int16_t>(qv - zv);
+      }
+    });
+    u.integer_weight(t, prefix + ".weight", M, K, qz, group, st, true);
+  }
+}
+
 // ---- FP8 e4m3 weights [M, K] with scales: block-wise ([ceil(M/bm), ceil(K/bk)], "weight_scale_inv"
 // in the fp8 method, "weight_scale" in compressed-tensors), per output channel ([M] or [M, 1]) or
 // per tensor ([] or [1]). w = fp8 · scale, rounded once to the checkpoint's dtype.
@@ -352,29 +423,41 @@ std::vector<TensorInfo> unpack_quantized(const std::string& quantization_config_
     detail = "e4m3";
   } else if (method == "compressed-tensors") {
     const std::string format = config_str(q, "format", "");
-    if (format != "float-quantized")
+    if (format != "float-quantized" && format != "pack-quantized")
       throw_error(
-          "[model] compressed-tensors checkpoint: format '{}' is not read yet (float-quantized FP8 is); for "
-          "int4 weights use the model's AWQ, GPTQ or GGUF release",
+          "[model] compressed-tensors checkpoint: format '{}' is not read (float-quantized FP8 and "
+          "pack-quantized int4 / int8 are); use the model's AWQ, GPTQ or GGUF release",
           format);
+    const bool packed = format == "pack-quantized";
     std::pair<int64_t, int64_t> block = block_size(nullptr);
+    int bits = 0;
     if (auto groups = q.find("config_groups"); groups != q.end() && groups->is_object())
       for (const auto& [name, g] : groups->items()) {
         const auto w = g.find("weights");
         if (w == g.end() || !w->is_object()) continue;
-        if (w->value("type", "float") != "float" || w->value("num_bits", 8) != 8)
+        const std::string type = w->value("type", packed ? "int" : "float");
+        const int nb = w->value("num_bits", packed ? 4 : 8);
+        const bool ok =
+            packed ? type == "int" && (nb == 4 || nb == 8) && (!bits || bits == nb) : type == "float" && nb == 8;
+        if (!ok)
           throw_error(
-              "[model] compressed-tensors checkpoint: group '{}' quantizes weights as {} {}-bit, which kiln "
-              "does not read (8-bit float is)",
-              name, w->value("type", "?"), w->value("num_bits", 0));
+              "[model] compressed-tensors checkpoint: group '{}' quantizes weights as {} {}-bit under format "
+              "'{}', which kiln does not read ({})",
+              name, type, nb, format, packed ? "int 4 or 8, one width for all groups" : "float 8");
+        bits = nb;
         if (auto bs = w->find("block_structure"); bs != w->end()) block = block_size(&*bs);
       }
-    unpack_fp8(u, block);
-    detail = "float-quantized e4m3";
+    if (packed) {
+      unpack_packed(u, bits ? bits : 4);
+      detail = fmt::format("pack-quantized int{}", bits ? bits : 4);
+    } else {
+      unpack_fp8(u, block);
+      detail = "float-quantized e4m3";
+    }
   } else {
     throw_error(
         "[model] config.json: quantization_config.quant_method '{}' is not read (awq, gptq, fp8 and "
-        "compressed-tensors FP8 are); use the model's bf16, AWQ, GPTQ, FP8 or GGUF release",
+        "compressed-tensors are); use the model's bf16, AWQ, GPTQ, FP8 or GGUF release",
         method);
   }
   for (const TensorInfo& t : tensors)

@@ -1,9 +1,9 @@
 // Hugging Face checkpoints quantized by the methods people publish them with (config.json's
 // quantization_config): FP8 e4m3 with block-wise, per-channel or per-tensor scales ("fp8", and
-// compressed-tensors' "float-quantized"), AWQ int4 ("awq", GEMM packing) and GPTQ int4/int8
-// ("gptq", v1 and v2 zero points, act-order g_idx). Each quantized linear's stored tensors (qweight,
-// qzeros, scales, g_idx; weight_scale_inv, input_scale) become the one `.weight` the plugins ask
-// for, unpacked when the checkpoint opens:
+// compressed-tensors' "float-quantized"), AWQ int4 ("awq", GEMM packing), GPTQ int4/int8 ("gptq",
+// v1 and v2 zero points, act-order g_idx) and compressed-tensors' "pack-quantized" int4/int8. Each quantized linear's
+// stored tensors (qweight, qzeros, scales, g_idx; weight_packed, weight_zero_point; weight_scale_inv, input_scale)
+// become the one `.weight` the plugins ask for, unpacked when the checkpoint opens:
 //   - integer groups that line up with 32-value blocks become q8_0 exactly: the block scale is the
 //     group's f16 scale and the block's integers are q − zero (both fit), so every kernel on every
 //     device reads them with no rounding;

@@ -92,6 +92,33 @@ inline std::vector<WriterTensor> gptq_tensors(const std::string& p, const IntQua
   return ts;
 }
 
+/** compressed-tensors pack-quantized: weight_packed [M, K·bits/32] packing input columns (stored as
+ *  q + 2^(bits−1), i.e. the unsigned q here), weight_scale [M, G], weight_shape, and when `asym`
+ *  weight_zero_point [M·bits/32, G] packing rows; symmetric checkpoints have zero 2^(bits−1). */
+inline std::vector<WriterTensor> ct_packed_tensors(const std::string& p, const IntQuant& w, bool asym) {
+  const int per = 32 / w.bits;
+  std::vector<int32_t> qw(static_cast<size_t>(w.M * (w.K / per)), 0);
+  for (int64_t c = 0; c < w.M; ++c)
+    for (int64_t k = 0; k < w.K; ++k)
+      qw[static_cast<size_t>(c * (w.K / per) + k / per)] |=
+          static_cast<int32_t>(static_cast<uint32_t>(w.q[static_cast<size_t>(c * w.K + k)]) << (w.bits * (k % per)));
+  std::vector<uint16_t> s(static_cast<size_t>(w.M * w.G));
+  for (int64_t g = 0; g < w.G; ++g)
+    for (int64_t c = 0; c < w.M; ++c) s[static_cast<size_t>(c * w.G + g)] = w.s[static_cast<size_t>(g * w.M + c)];
+  std::vector<WriterTensor> ts = {{p + ".weight_packed", kiln::DType::i32, {w.M, w.K / per}, raw(qw)},
+                                  {p + ".weight_scale", kiln::DType::f16, {w.M, w.G}, raw(s)},
+                                  {p + ".weight_shape", kiln::DType::i64, {2}, raw(std::vector<int64_t>{w.M, w.K})}};
+  if (asym) {
+    std::vector<int32_t> zp(static_cast<size_t>((w.M / per) * w.G), 0);
+    for (int64_t c = 0; c < w.M; ++c)
+      for (int64_t g = 0; g < w.G; ++g)
+        zp[static_cast<size_t>((c / per) * w.G + g)] |=
+            static_cast<int32_t>(static_cast<uint32_t>(w.z[static_cast<size_t>(g * w.M + c)]) << (w.bits * (c % per)));
+    ts.push_back({p + ".weight_zero_point", kiln::DType::i32, {w.M / per, w.G}, raw(zp)});
+  }
+  return ts;
+}
+
 /** Asymmetric min/max quantization of an [M, K] f32 weight in groups of `group` input rows. */
 inline IntQuant quantize(const std::vector<float>& w, int64_t M, int64_t K, int64_t group, int bits = 4) {
   IntQuant q{M, K, K / group, bits, std::vector<int>(static_cast<size_t>(M * K)), {}, {}, {}};

@@ -165,18 +165,18 @@ TEST_P(OnDevice, IncrementalDecodeAndChunkedPrefillEqualFullForward) {
   }
 }
 
-// AWQ and GPTQ checkpoints of the tiny Qwen3 (every projection quantized in groups of 32) give the
-// logits of the same model written with their dequantized weights as f32: the unpacked weights are
-// oriented, grouped and scaled as the plugins expect. The reference device reads q8_0 by
-// dequantizing, so there the logits are the same; on the others they are close.
-TEST_P(OnDevice, AwqAndGptqCheckpointsRunAsTheirDequantizedWeights) {
+// AWQ, GPTQ and compressed-tensors int4 checkpoints of the tiny Qwen3 (every projection quantized in groups of 32) give
+// the logits of the same model written with their dequantized weights as f32: the unpacked weights are oriented,
+// grouped and scaled as the plugins expect. The reference device reads q8_0 by dequantizing, so there the logits are
+// the same; on the others they are close.
+TEST_P(OnDevice, QuantizedCheckpointsRunAsTheirDequantizedWeights) {
   TempDir src_dir;
   write_tiny_qwen3(src_dir.str(), DType::f32);
   const model::Checkpoint src = model::Checkpoint::open(src_dir.str());
   std::ifstream cfg_in(src_dir.str() + "/config.json");
   const std::string cfg((std::istreambuf_iterator<char>(cfg_in)), std::istreambuf_iterator<char>());
   const auto ids = prompt_ids(9, 5);
-  for (const std::string method : {"awq", "gptq"}) {
+  for (const std::string method : {"awq", "gptq", "compressed-tensors"}) {
     TempDir qdir, ddir;
     std::vector<model::WriterTensor> qts, dts;
     for (const model::TensorInfo& t : src.tensors()) {
@@ -190,7 +190,9 @@ TEST_P(OnDevice, AwqAndGptqCheckpointsRunAsTheirDequantizedWeights) {
       const int64_t M = t.shape[0], K = t.shape[1];
       const quant::IntQuant w = quant::quantize(v, M, K, 32);
       const std::string prefix = t.name.substr(0, t.name.size() - 7);
-      for (auto& p : method == "awq" ? quant::awq_tensors(prefix, w) : quant::gptq_tensors(prefix, w, true, true))
+      for (auto& p : method == "awq"    ? quant::awq_tensors(prefix, w)
+                     : method == "gptq" ? quant::gptq_tensors(prefix, w, true, true)
+                                        : quant::ct_packed_tensors(prefix, w, true))
         qts.push_back(std::move(p));
       std::vector<float> deq(v.size());
       for (int64_t c = 0; c < M; ++c)
@@ -200,7 +202,8 @@ TEST_P(OnDevice, AwqAndGptqCheckpointsRunAsTheirDequantizedWeights) {
     model::write_safetensors(qdir.str() + "/model.safetensors", qts);
     model::write_safetensors(ddir.str() + "/model.safetensors", dts);
     const std::string qcfg = "{\"quantization_config\":{\"quant_method\":\"" + method +
-                             "\",\"bits\":4,\"group_size\":32,\"version\":\"gemm\"}," + cfg.substr(1);
+                             "\",\"bits\":4,\"group_size\":32,\"version\":\"gemm\",\"format\":\"pack-quantized\"}," +
+                             cfg.substr(1);
     model::write_file(qdir.str() + "/config.json", std::vector<uint8_t>(qcfg.begin(), qcfg.end()));
     model::write_file(ddir.str() + "/config.json", std::vector<uint8_t>(cfg.begin(), cfg.end()));
     auto qhost = tiny_host(qdir, options());

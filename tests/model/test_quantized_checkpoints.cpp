@@ -130,6 +130,41 @@ TEST(QuantizedCheckpoint, GptqV1V2EightBitsAndActOrder) {
                 [&](int64_t r, int64_t kk) { return e.expect(r, kk); });
 }
 
+TEST(QuantizedCheckpoint, CompressedTensorsPackQuantizedSymmetricAndAsymmetric) {
+  TempDir dir;
+  IntQuant sym = random_quant(16, 64, 32, 4, false, 11);
+  for (int& z : sym.z) z = 8;  // symmetric: the stored offset is the zero
+  const IntQuant asym = random_quant(16, 96, 32, 4, false, 12), chan = random_quant(8, 64, 64, 8, false, 13);
+  std::vector<WriterTensor> ts = ct_packed_tensors("model.layers.0.mlp.up_proj", sym, false);
+  for (auto& t : ct_packed_tensors("model.layers.0.mlp.down_proj", asym, true)) ts.push_back(t);
+  write_checkpoint(dir, ts, R"({"quant_method":"compressed-tensors","format":"pack-quantized","config_groups":
+      {"group_0":{"weights":{"num_bits":4,"type":"int","symmetric":false,"strategy":"group","group_size":32},
+                  "targets":["Linear"]}},"ignore":["lm_head"]})");
+  const Checkpoint c = Checkpoint::open(dir.str());
+  const TensorInfo* up = c.find("model.layers.0.mlp.up_proj.weight");
+  const TensorInfo* down = c.find("model.layers.0.mlp.down_proj.weight");
+  ASSERT_TRUE(up && down);
+  EXPECT_EQ(up->dtype, DType::q8_0);
+  EXPECT_EQ(down->dtype, DType::q8_0);
+  expect_values(*up, 16, 64, [&](int64_t r, int64_t k) { return sym.expect(r, k); });
+  expect_values(*down, 16, 96, [&](int64_t r, int64_t k) { return asym.expect(r, k); });
+  for (const char* gone :
+       {"model.layers.0.mlp.down_proj.weight_packed", "model.layers.0.mlp.down_proj.weight_scale",
+        "model.layers.0.mlp.down_proj.weight_shape", "model.layers.0.mlp.down_proj.weight_zero_point"})
+    EXPECT_FALSE(c.find(gone)) << gone;
+  // 8 bits per channel (one group of the whole row), zero 128.
+  TempDir dir2;
+  IntQuant e = chan;
+  for (int& z : e.z) z = 128;
+  write_checkpoint(dir2, ct_packed_tensors("model.layers.0.mlp.gate_proj", e, false),
+                   R"({"quant_method":"compressed-tensors","format":"pack-quantized","config_groups":
+                       {"group_0":{"weights":{"num_bits":8,"type":"int","strategy":"channel"}}}})");
+  const Checkpoint c2 = Checkpoint::open(dir2.str());
+  EXPECT_EQ(c2.find("model.layers.0.mlp.gate_proj.weight")->dtype, DType::q8_0);
+  expect_values(*c2.find("model.layers.0.mlp.gate_proj.weight"), 8, 64,
+                [&](int64_t r, int64_t k) { return e.expect(r, k); });
+}
+
 TEST(QuantizedCheckpoint, Fp8E4m3BytesDecodeAsTheFormatSays) {
   EXPECT_EQ(fp8_e4m3_to_f32(0x00), 0.0f);
   EXPECT_EQ(fp8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
@@ -219,8 +254,13 @@ TEST(QuantizedCheckpoint, WhatIsNotReadIsNamed) {
   const std::string e2 = open_with(bad_scales, R"({"quant_method":"gptq"})");
   EXPECT_NE(e2.find("'x.scales'"), std::string::npos) << e2;
   EXPECT_NE(e2.find("expected [groups, 16]"), std::string::npos) << e2;
-  EXPECT_NE(open_with({plain("x.weight", {4, 4})}, R"({"quant_method":"compressed-tensors","format":"pack-quantized"})")
-                .find("'pack-quantized' is not read yet"),
+  EXPECT_NE(open_with({plain("x.weight", {4, 4})}, R"({"quant_method":"compressed-tensors","format":"int-quantized"})")
+                .find("format 'int-quantized' is not read"),
+            std::string::npos);
+  EXPECT_NE(open_with(ct_packed_tensors("x", a, false),
+                      R"({"quant_method":"compressed-tensors","format":"pack-quantized",
+                          "config_groups":{"g":{"weights":{"num_bits":2,"type":"int"}}}})")
+                .find("int 2-bit"),
             std::string::npos);
   // FP8 bytes with nothing saying how to scale them.
   TempDir dir;
