@@ -15,7 +15,8 @@
 // A second table splits the median decode step into the host's work (graph build, memory plan,
 // binding and preparing the executable — Vulkan's recording — all zero once the batch shape's graph
 // is cached; input upload; logits download) and the device's compute (submit to end of run), with
-// the bytes a step reads back. --candidates K reads back each row's K best ids and logits (the
+// the bytes a step reads back and its kernel launches and barriers (Vulkan dispatches and pipeline
+// barriers; CPU devices count nodes). --candidates K reads back each row's K best ids and logits (the
 // device's TOP_K, what the server's samplers use when they can) instead of whole logits rows.
 //
 // --arch gemma4-e2b writes a Gemma-4-shaped model instead (E2B's structure scaled to 10 layers of
@@ -82,6 +83,7 @@ struct Measured {
   model::StepTimings first;  ///< the first decode step: its shape's graph built, planned, recorded
   double first_s = 0;
   uint64_t readback_bytes = 0;  ///< per decode step
+  uint32_t kernels = 0, barriers = 0;  ///< per decode step (Vulkan dispatches and barriers; CPU: nodes)
 };
 
 double median(std::vector<double> v) {
@@ -131,6 +133,8 @@ Measured measure(model::ModelHost& host, int prompt, int decode, int seqs, uint3
   m.decode_tps = seqs / m.step_s;
   m.step = {median(build), median(plan), median(bind), median(upload), median(compute), median(download)};
   m.readback_bytes = r.readback_bytes;
+  m.kernels = r.kernels;
+  m.barriers = r.barriers;
   for (int s = 0; s < seqs; ++s) host.release(static_cast<uint64_t>(s));
   return m;
 }
@@ -200,18 +204,19 @@ void print_step_parts(const std::vector<std::pair<std::string, Measured>>& rows)
       "\ndecode step, microseconds: host parts (build, plan and bind+record are 0 once the shape's graph is cached), "
       "then the device's compute (submit to end of run); 'median' over the timed steps, 'first' the first decode "
       "step of its shape (its graph built and recorded; on lavapipe also the pipelines' JIT)\n");
-  std::printf("%-34s %-7s %10s %9s %9s %9s %9s %9s %10s %7s %12s\n", "row", "step", "wall", "build", "plan", "bind",
-              "upload", "download", "compute", "host %", "read back B");
+  std::printf("%-34s %-7s %10s %9s %9s %9s %9s %9s %10s %7s %12s %8s %8s\n", "row", "step", "wall", "build", "plan",
+              "bind", "upload", "download", "compute", "host %", "read back B", "kernels", "barriers");
   auto line = [](const std::string& label, const char* which, double wall, const model::StepTimings& t,
-                 uint64_t bytes) {
+                 const Measured& m) {
     const double host = t.build + t.plan + t.bind + t.upload + t.download;
-    std::printf("%-34.34s %-7s %10.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %6.1f%% %12llu\n", label.c_str(), which,
-                wall * 1e6, t.build * 1e6, t.plan * 1e6, t.bind * 1e6, t.upload * 1e6, t.download * 1e6,
-                t.compute * 1e6, wall > 0 ? 100 * host / wall : 0.0, static_cast<unsigned long long>(bytes));
+    std::printf("%-34.34s %-7s %10.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %6.1f%% %12llu %8u %8u\n", label.c_str(),
+                which, wall * 1e6, t.build * 1e6, t.plan * 1e6, t.bind * 1e6, t.upload * 1e6, t.download * 1e6,
+                t.compute * 1e6, wall > 0 ? 100 * host / wall : 0.0, static_cast<unsigned long long>(m.readback_bytes),
+                m.kernels, m.barriers);
   };
   for (const auto& [label, m] : rows) {
-    line(label, "median", m.step_s, m.step, m.readback_bytes);
-    line(label, "first", m.first_s, m.first, m.readback_bytes);
+    line(label, "median", m.step_s, m.step, m);
+    line(label, "first", m.first_s, m.first, m);
   }
 }
 

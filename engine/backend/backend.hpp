@@ -147,9 +147,16 @@ struct Support {
  * per-graph tables. The buffers the graph names must outlive it; their contents may change between
  * runs (the model host rewrites the inputs of a cached graph every step).
  */
+/** What one run of an executable launches (the same every run). */
+struct ExecStats {
+  uint32_t kernels = 0;   ///< Vulkan: dispatches; CPU devices: nodes run
+  uint32_t barriers = 0;  ///< Vulkan: pipeline barriers between dispatches (0 on CPU devices)
+};
+
 class Executable {
  public:
   virtual ~Executable() = default;
+  virtual ExecStats stats() const { return {}; }
 };
 
 /** What one step may hold on this device, for schedulers (the model host folds these in). */

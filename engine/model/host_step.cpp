@@ -484,6 +484,9 @@ void ModelHost::finish(const StepTicket& ticket, StepResult* out) {
       r.logits = read_back(rb, out_off, od).data;
     }
     r.readback_bytes = od.bytes();
+    const backend::ExecStats es = g.exe[f.slot]->stats();
+    r.kernels = es.kernels;
+    r.barriers = es.barriers;
     for (size_t i = 0; i < g.dumps.size(); ++i) {
       const auto& [t_id, off] = g.readback[i + 1];
       const TensorDesc& d = g.graph.tensor(t_id).desc;

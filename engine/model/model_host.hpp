@@ -116,6 +116,8 @@ struct StepResult {
   std::vector<int32_t> candidate_ids;   ///< [rows, candidates], best first
   std::vector<float> candidate_logits;  ///< [rows, candidates], their logits
   uint64_t readback_bytes = 0;          ///< brought to the host for this step (logits or candidates, dumps)
+  uint32_t kernels = 0;                 ///< kernel launches of this step's run (Vulkan dispatches; CPU devices: nodes)
+  uint32_t barriers = 0;                ///< Vulkan pipeline barriers between them
   std::vector<uint64_t> row_seq;  ///< the sequence of each logits row
   std::map<std::string, HostTensor> dumps;
   bool graph_cached = false;  ///< this step's shape had a graph already

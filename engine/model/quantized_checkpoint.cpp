@@ -40,7 +40,7 @@ struct Unpacker {
   std::unordered_set<std::string> dropped;  ///< side tensors folded into a weight
   std::vector<TensorInfo> made;
   OwnedBytes* owned;
-  size_t exact = 0, rounded = 0;
+  size_t exact = 0, exact4 = 0, rounded = 0;
 
   Unpacker(std::string m, DType w, const std::vector<TensorInfo>& t, OwnedBytes* o)
       : method(std::move(m)), wide(w), in(t), owned(o) {
@@ -82,7 +82,8 @@ struct Unpacker {
     t.nbytes = buf->size();
     t.file = from.file;
     made.push_back(std::move(t));
-    ++(dt == DType::q8_0 ? exact : rounded);
+    if (dt == DType::q4_0) ++exact4;
+    ++(dt == DType::q8_0 || dt == DType::q4_0 ? exact : rounded);
   }
 
   /**
@@ -114,6 +115,26 @@ struct Unpacker {
       q8 = f16_to_f32(h[i]) == scales[i];
     }
     const auto rows = static_cast<size_t>(M);
+    // Symmetric int4 (q − z within [−8, 7]: GPTQ and compressed-tensors sym) is q4_0 exactly, at
+    // half q8_0's bytes: nibble = q − z + 8, element j low and j + 16 high in byte j.
+    bool q4 = q8;
+    for (size_t i = 0; q4 && i < qz.size(); ++i) q4 = qz[i] >= -8 && qz[i] <= 7;
+    if (q4) {
+      const int64_t nb = K / kQuantBlock;
+      std::vector<std::byte> out(rows * static_cast<size_t>(nb) * 18);
+      tbb::parallel_for(int64_t{0}, M, [&](int64_t c) {
+        std::byte* row = out.data() + static_cast<size_t>(c * nb) * 18;
+        for (int64_t b = 0; b < nb; ++b) {
+          const int32_t g = group[static_cast<size_t>(b * kQuantBlock)];
+          std::memcpy(row + b * 18, &h[at(g, c)], 2);
+          const int16_t* v = qz.data() + static_cast<size_t>(c * K + b * kQuantBlock);
+          for (int64_t j = 0; j < 16; ++j)
+            row[b * 18 + 2 + j] = static_cast<std::byte>((v[j] + 8) | ((v[j + 16] + 8) << 4));
+        }
+      });
+      add(from, name, DType::q4_0, M, K, std::move(out));
+      return;
+    }
     if (q8) {
       const int64_t nb = K / kQuantBlock;
       std::vector<std::byte> out(rows * static_cast<size_t>(nb) * 34);
@@ -468,7 +489,8 @@ std::vector<TensorInfo> unpack_quantized(const std::string& quantization_config_
     }
   if (summary) {
     *summary = fmt::format("{} {}: {} weights", method, detail, u.exact + u.rounded);
-    if (u.exact) *summary += fmt::format(", {} as q8_0 (exact)", u.exact);
+    if (u.exact4) *summary += fmt::format(", {} as q4_0 (exact)", u.exact4);
+    if (u.exact > u.exact4) *summary += fmt::format(", {} as q8_0 (exact)", u.exact - u.exact4);
     if (u.rounded) *summary += fmt::format(", {} dequantized to {}", u.rounded, dtype_name(wide));
   }
   return u.result();

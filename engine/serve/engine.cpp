@@ -86,6 +86,7 @@ struct Engine::State {
   uint64_t steps = 0;
   double step_seconds = 0, host_seconds = 0;
   uint64_t readback_bytes = 0, candidate_steps = 0;
+  uint64_t kernels = 0, barriers = 0;  ///< of the last step
 };
 
 Engine::Engine(ServedModel& model, Metrics& metrics)
@@ -526,6 +527,8 @@ void Engine::publish_gauges(double step_s, double host_s) {
   g.host_seconds = st_->host_seconds;
   g.readback_bytes = st_->readback_bytes;
   g.candidate_steps = st_->candidate_steps;
+  g.kernels = st_->kernels;
+  g.barriers = st_->barriers;
   metrics_.gauges(model_.name(), g);
   if (step_s > 0) metrics_.step(model_.name(), step_s, host_s);
 }
@@ -634,6 +637,8 @@ void Engine::iterate() {
       st_->sched.commit(plan);
       st_->readback_bytes += res.readback_bytes;
       st_->candidate_steps += res.candidates > 0;
+      st_->kernels = res.kernels;
+      st_->barriers = res.barriers;
       PlanRows pr;
       pr.result = &res;
       std::unordered_map<uint64_t, uint32_t> row_of;

@@ -108,6 +108,10 @@ std::string Metrics::render() const {
           [](const PerModel& p) { return p.gauges.host_seconds; });
   counter("kiln_step_readback_bytes_total", "Bytes steps brought back from the device (logits rows or candidates).",
           [](const PerModel& p) { return p.gauges.readback_bytes; });
+  gauge("kiln_step_kernels", "Kernel launches of the last step (Vulkan dispatches; CPU devices: graph nodes).",
+        [](const PerModel& p) { return p.gauges.kernels; });
+  gauge("kiln_step_barriers", "Vulkan pipeline barriers of the last step (0 on CPU devices).",
+        [](const PerModel& p) { return p.gauges.barriers; });
   counter("kiln_candidate_steps_total",
           "Steps whose samplers picked from each row's best ids read back from the device, not whole rows.",
           [](const PerModel& p) { return p.gauges.candidate_steps; });

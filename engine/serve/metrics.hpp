@@ -36,6 +36,7 @@ struct EngineGauges {
   double step_seconds = 0, host_seconds = 0;  ///< totals over every step
   uint64_t readback_bytes = 0;                ///< brought back from the device over every step
   uint64_t candidate_steps = 0;               ///< steps that read back candidates instead of logits rows
+  uint64_t kernels = 0, barriers = 0;         ///< of the last step (Vulkan dispatches and barriers; CPU: nodes)
 };
 
 class Metrics {

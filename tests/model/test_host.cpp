@@ -259,6 +259,12 @@ TEST_P(Host, CandidatesAreEachRowsBestIdsAndReadBackLess) {
   ASSERT_EQ(cand.candidates, 8u);
   EXPECT_EQ(whole.readback_bytes, 2 * kVocab * 4);
   EXPECT_EQ(cand.readback_bytes, 2 * 8 * 2 * 4u);
+  // The step's launches are counted; the candidates' TOP_K is one more.
+  EXPECT_GT(whole.kernels, 10u);
+  EXPECT_EQ(cand.kernels, whole.kernels + 1);
+  if (GetParam() == std::string("vulkan")) {
+    EXPECT_GT(whole.barriers, 0u);
+  }
   for (size_t row = 0; row < 2; ++row) {
     std::vector<int32_t> order(kVocab);
     for (size_t i = 0; i < kVocab; ++i) order[i] = static_cast<int32_t>(i);

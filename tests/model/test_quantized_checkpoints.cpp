@@ -118,6 +118,18 @@ TEST(QuantizedCheckpoint, GptqV1V2EightBitsAndActOrder) {
   expect_values(*k, 16, 128, [&](int64_t r, int64_t kk) { return round_to(DType::f16, b.expect(r, kk)); });
   EXPECT_FALSE(c.find("model.layers.0.self_attn.k_proj.g_idx"));
 
+  // Symmetric 4-bit (zeros 8, stored 7 in v1), groups of 128: exact q4_0.
+  TempDir dir_sym;
+  IntQuant sym = random_quant(16, 256, 128, 4, false, 6);
+  for (int& z : sym.z) z = 8;
+  write_checkpoint(dir_sym, gptq_tensors("model.layers.0.mlp.up_proj", sym, true, true),
+                   R"({"quant_method":"gptq","bits":4,"group_size":128,"desc_act":false,"sym":true})");
+  const Checkpoint cs = Checkpoint::open(dir_sym.str());
+  EXPECT_EQ(cs.find("model.layers.0.mlp.up_proj.weight")->dtype, DType::q4_0);
+  expect_values(*cs.find("model.layers.0.mlp.up_proj.weight"), 16, 256,
+                [&](int64_t r, int64_t kk) { return sym.expect(r, kk); });
+  EXPECT_NE(cs.quantization().find("1 as q4_0 (exact)"), std::string::npos) << cs.quantization();
+
   // v2 (no zero offset), 8 bits, symmetric zero 128, no g_idx tensor: exact q8_0.
   TempDir dir2;
   IntQuant e = random_quant(8, 64, 32, 8, false, 5);
@@ -144,7 +156,7 @@ TEST(QuantizedCheckpoint, CompressedTensorsPackQuantizedSymmetricAndAsymmetric) 
   const TensorInfo* up = c.find("model.layers.0.mlp.up_proj.weight");
   const TensorInfo* down = c.find("model.layers.0.mlp.down_proj.weight");
   ASSERT_TRUE(up && down);
-  EXPECT_EQ(up->dtype, DType::q8_0);
+  EXPECT_EQ(up->dtype, DType::q4_0);  // symmetric int4: half of q8_0's bytes, the same values
   EXPECT_EQ(down->dtype, DType::q8_0);
   expect_values(*up, 16, 64, [&](int64_t r, int64_t k) { return sym.expect(r, k); });
   expect_values(*down, 16, 96, [&](int64_t r, int64_t k) { return asym.expect(r, k); });

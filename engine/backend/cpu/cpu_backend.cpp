@@ -62,6 +62,7 @@ bool is_cache_dtype(DType t) {
 
 /** A checked node list; `ticket` counts its runs so wait() knows which one it waits for. */
 struct CpuExecutable final : Executable {
+  ExecStats stats() const override { return {static_cast<uint32_t>(graph.nodes.size()), 0}; }
   BoundGraph graph;
   uint64_t ticket = 0;  ///< the worker's job number of the last submit (0: never submitted)
   std::exception_ptr error;

@@ -347,6 +347,9 @@ backend::Support VulkanDevice::supports_op(const backend::Node& node) const {
  */
 class VulkanDevice::Executable final : public backend::Executable {
  public:
+  backend::ExecStats stats() const override {
+    return {static_cast<uint32_t>(rec->dispatches()), static_cast<uint32_t>(rec->barriers())};
+  }
   Executable(VulkanDevice& dev, std::unique_ptr<Recorder> rec) : dev_(dev), rec(std::move(rec)), temps(dev, *dev.mem_) {
     // Words 0-4: error flags the kernels raise (checked after each run); word 7: a sink
     // attention_keys.comp writes its prefetched words to so the compiler keeps the loads.
