@@ -159,6 +159,30 @@ void q3_k_scales(const uint8_t* packed, int8_t out[16]) {
   }
 }
 
+std::vector<int> half_fields(DType t) {
+  switch (t) {
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q5_0:
+    case DType::iq4_nl:
+    case DType::iq4_xs:
+      return {0};
+    case DType::q4_1:
+    case DType::q5_1:
+    case DType::q4_k:
+    case DType::q5_k:
+      return {0, 2};
+    case DType::q2_k:
+      return {80, 82};
+    case DType::q3_k:
+      return {108};
+    case DType::q6_k:
+      return {208};
+    default:
+      return {};
+  }
+}
+
 bool dequantize_blocks(DType t, const uint8_t* src, int64_t n, float* dst) {
   const int64_t block = quant_block(t), bytes = quant_block_bytes(t);
   if (!bytes || n % block) return false;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.hpp"
 
@@ -43,6 +44,10 @@ static inline void k_scales_mins(const uint8_t* q, uint8_t scales[8], uint8_t mi
 
 /** Q3_K's sixteen 6-bit scales (each still offset by 32) from their 12 packed bytes. */
 void q3_k_scales(const uint8_t* packed, int8_t out[16]);
+
+/** Where a block of format `t` keeps its f16 fields (scale, and min or dmin), in bytes from the
+    block's start (the layouts above); empty for other types. */
+std::vector<int> half_fields(DType t);
 
 /**
  * Dequantizes `n` values (a whole number of blocks, quant_block(t)) of weight block format `t`.

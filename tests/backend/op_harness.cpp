@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "backend/cpu/common.hpp"
+#include "core/ggml_blocks.hpp"
 #include "graph/allocator.hpp"
 #include "graph/lower.hpp"
 
@@ -274,28 +275,7 @@ std::vector<std::byte> quantize(DType t, const std::vector<float>& x) {
 }
 
 std::vector<std::byte> random_blocks(DType t, int64_t n, std::mt19937& rng) {
-  // Where each format keeps its f16 scale (and min) fields (core/ggml_blocks.hpp).
-  std::vector<int> halves;
-  switch (t) {
-    case DType::q4_1:
-    case DType::q5_1:
-    case DType::q4_k:
-    case DType::q5_k:
-      halves = {0, 2};
-      break;
-    case DType::q2_k:
-      halves = {80, 82};
-      break;
-    case DType::q3_k:
-      halves = {108};
-      break;
-    case DType::q6_k:
-      halves = {208};
-      break;
-    default:
-      halves = {0};
-      break;
-  }
+  const std::vector<int> halves = half_fields(t);  // the f16 scale (and min) fields get sane values
   const int64_t bb = quant_block_bytes(t), blocks = n / quant_block(t);
   std::vector<std::byte> out(static_cast<size_t>(blocks * bb));
   for (auto& b : out) b = static_cast<std::byte>(rng() & 0xFF);

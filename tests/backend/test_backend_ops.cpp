@@ -41,14 +41,10 @@ struct Case {
   /** (block-format matmuls) the threshold on a device that quantizes the activations to 8 bits
       per 32-value block, as llama.cpp does (the native CPU backend): rounding x costs ~2e-5. */
   double int8_threshold = 0;
-  /** Only the CPU devices run it: a weight format the Vulkan shaders do not decode yet. */
-  bool cpu_only = false;
+  /** The case's weight format: a device whose kernels do not read it (Device::reads_weights; the
+      model host converts such weights at load) skips the case. */
+  DType weights = DType::f32;
 };
-
-/** The weight formats the Vulkan shaders decode (the others are refused there, by name). */
-bool vulkan_reads(DType t) {
-  return !is_quantized(t) || t == DType::q8_0 || t == DType::q4_0;
-}
 
 /** Devices whose q8_0 / q4_0 matmuls read 8-bit activations (docs/backend.md §6, §8). */
 bool int8_activations(const Device& d) {
@@ -96,7 +92,7 @@ std::vector<Case> cases_get_rows() {
                      for (auto& x : ids) x = static_cast<int32_t>(g.rng()() % 37);
                      g.output(g.op(KILN_OP_GET_ROWS, {g.weight(t, {37, d}), g.i32({n}, ids)}));
                    },
-                   0, !vulkan_reads(t)});
+                   0, t});
     }
   return c;
 }
@@ -199,7 +195,7 @@ std::vector<Case> cases_matmul() {
                      [t, n = n, k = k, m = m](OpGraph& g) {
                        g.output(g.op(KILN_OP_MATMUL, {g.f32({n, k}), g.weight(t, {m, k})}));
                      },
-                     is_quantized(t) ? kInt8Threshold : 0, !vulkan_reads(t)});
+                     is_quantized(t) ? kInt8Threshold : 0, t});
   // q8_0 blocks holding every int8 value, -128 included (legal in a file, though quantizers
   // write [-127, 127]): kernels that move signs around must still get each product right.
   c.push_back({"q8_0 with -128 x5x64 w40x64", 5e-7,
@@ -231,7 +227,7 @@ std::vector<Case> cases_moe_matmul() {
                      const uint32_t ids = g.i32({5, 2}, {0, 3, 5, 1, 3, 0, 2, 2, 4, 5});
                      g.output(g.op(KILN_OP_MOE_MATMUL, {x, g.weight(t, {6, 40, K}), ids}));
                    },
-                   is_quantized(t) ? kInt8Threshold : 0, !vulkan_reads(t)});
+                   is_quantized(t) ? kInt8Threshold : 0, t});
     }
   // Enough pairs per expert for the multi-row tiles and the parallel path of the native CPU backend.
   for (DType t : {DType::f16, DType::q8_0})
@@ -629,7 +625,7 @@ TEST_P(BackendOps, EveryDeviceMatchesTheCpuReference) {
     }
     for (Device* d : devices) {
       SCOPED_TRACE(d->info().id);
-      if (c.cpu_only && d->info().backend != "cpu") continue;
+      if (!d->reads_weights(c.weights)) continue;
       const auto got = g.run(*d);
       ASSERT_EQ(got.size(), ref.size());
       for (size_t i = 0; i < ref.size(); ++i) {

@@ -10,6 +10,7 @@
 
 #include "core/convert.hpp"
 #include "core/dtype.hpp"
+#include "core/ggml_blocks.hpp"
 #include "llama_oracle.hpp"
 
 using namespace kiln;
@@ -20,16 +21,15 @@ struct Format {
   DType dtype;
   int ggml_type;            ///< ggml.h's enum ggml_type
   const char* dequant;      ///< ggml's reference dequantizer
-  std::vector<int> halves;  ///< byte offsets of the block's f16 fields
 };
 
 const Format kFormats[] = {
-    {DType::q8_0, 8, "dequantize_row_q8_0", {0}},      {DType::q4_0, 2, "dequantize_row_q4_0", {0}},
-    {DType::q4_1, 3, "dequantize_row_q4_1", {0, 2}},   {DType::q5_0, 6, "dequantize_row_q5_0", {0}},
-    {DType::q5_1, 7, "dequantize_row_q5_1", {0, 2}},   {DType::q2_k, 10, "dequantize_row_q2_K", {80, 82}},
-    {DType::q3_k, 11, "dequantize_row_q3_K", {108}},   {DType::q4_k, 12, "dequantize_row_q4_K", {0, 2}},
-    {DType::q5_k, 13, "dequantize_row_q5_K", {0, 2}},  {DType::q6_k, 14, "dequantize_row_q6_K", {208}},
-    {DType::iq4_nl, 20, "dequantize_row_iq4_nl", {0}}, {DType::iq4_xs, 23, "dequantize_row_iq4_xs", {0}},
+    {DType::q8_0, 8, "dequantize_row_q8_0"},      {DType::q4_0, 2, "dequantize_row_q4_0"},
+    {DType::q4_1, 3, "dequantize_row_q4_1"},      {DType::q5_0, 6, "dequantize_row_q5_0"},
+    {DType::q5_1, 7, "dequantize_row_q5_1"},      {DType::q2_k, 10, "dequantize_row_q2_K"},
+    {DType::q3_k, 11, "dequantize_row_q3_K"},     {DType::q4_k, 12, "dequantize_row_q4_K"},
+    {DType::q5_k, 13, "dequantize_row_q5_K"},     {DType::q6_k, 14, "dequantize_row_q6_K"},
+    {DType::iq4_nl, 20, "dequantize_row_iq4_nl"}, {DType::iq4_xs, 23, "dequantize_row_iq4_xs"},
 };
 
 using Dequantize = void (*)(const void*, float*, int64_t);
@@ -92,7 +92,7 @@ TEST_F(GgmlBlocks, DequantizationIsGgmlsOnEveryBitPattern) {
     std::vector<uint8_t> bytes(static_cast<size_t>(blocks * bb));
     for (auto& b : bytes) b = static_cast<uint8_t>(rng());
     for (int64_t b = 0; b < blocks; ++b)
-      for (int at : f.halves) {  // any finite f16: the exponent field is not all ones
+      for (int at : half_fields(f.dtype)) {  // any finite f16: the exponent field is not all ones
         uint16_t h;
         do h = static_cast<uint16_t>(rng());
         while ((h & 0x7C00) == 0x7C00);
