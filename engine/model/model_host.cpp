@@ -241,8 +241,10 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
     for (const TensorInfo* t : pieces) bar.advance(t->nbytes);
     if (!p.w->host) stats_.weight_bytes += p.w->desc.bytes();
     ++stats_.n_tensors;
-    auto& [count, bytes] = by_format[p.w->desc.dtype];
-    ++count, bytes += p.w->desc.bytes();
+    if (!p.w->host) {  // the formats on the device; host-resident tables are counted in host_bytes
+      auto& [count, bytes] = by_format[p.w->desc.dtype];
+      ++count, bytes += p.w->desc.bytes();
+    }
     weights_.emplace(decls[i].name, std::move(p.w));
   }
   bar.finish();

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
@@ -86,80 +88,133 @@ struct Unpacker {
     ++(dt == DType::q8_0 || dt == DType::q4_0 ? exact : rounded);
   }
 
+  /** Writes q − z of one integer-quantized weight as [M, K] (run once to choose the weight's
+   *  format, once to write it: nothing the size of the model is held between the two). */
+  using Fill = std::function<void(std::vector<int16_t>& qz)>;
+  struct IntJob {
+    const TensorInfo* from;
+    std::string name;
+    int64_t M, K;
+    Fill fill;
+    std::vector<int32_t> group;  ///< each input column's group
+    const TensorInfo* scales;    ///< [G, M], or [M, G] when by_row
+    bool by_row;
+  };
+  std::vector<IntJob> jobs;
+
   /**
-   * An integer-quantized [M, K] weight: w[c, k] = (q − z) · scale[group(k), c], with `qz` holding
-   * q − z as [M, K] and `scales` [G, M] (`by_row`: [M, G]). q8_0 exactly when every 32-value block
-   * lies in one group, q − z fits int8 and each scale is an f16; else dequantized to `wide`.
+   * An integer-quantized [M, K] weight: w[c, k] = (q − z) · scale[group(k), c]. Shapes and group
+   * indices are checked now; the weight is written by finish_integers().
    */
-  void integer_weight(const TensorInfo& from, const std::string& name, int64_t M, int64_t K,
-                      const std::vector<int16_t>& qz, const std::vector<int32_t>& group, const TensorInfo& scales_t,
-                      bool by_row = false) {
-    const std::vector<float> scales = floats(scales_t);
+  void integer_weight(const TensorInfo& from, std::string name, int64_t M, int64_t K, Fill fill,
+                      std::vector<int32_t> group, const TensorInfo& scales_t, bool by_row = false) {
     const int64_t G = scales_t.shape.size() == 2 ? scales_t.shape[by_row ? 1 : 0] : 0;
     if (scales_t.shape.size() != 2 || scales_t.shape[by_row ? 0 : 1] != M)
       bad(scales_t, by_row ? fmt::format("expected [{}, groups]", M) : fmt::format("expected [groups, {}]", M));
-    const auto at = [&](int64_t g, int64_t c) { return static_cast<size_t>(by_row ? c * G + g : g * M + c); };
+    floats(scales_t);  // its dtype, checked here
     for (int32_t g : group)
       if (g < 0 || g >= G) bad(scales_t, fmt::format("a group index {} is outside its {} groups", g, G));
-    bool q8 = K % kQuantBlock == 0;
-    for (int64_t b = 0; q8 && b < K; b += kQuantBlock)
-      for (int64_t i = 1; i < kQuantBlock; ++i)
-        q8 = q8 && group[static_cast<size_t>(b + i)] == group[static_cast<size_t>(b)];
-    for (size_t i = 0; q8 && i < qz.size(); ++i) q8 = qz[i] >= -128 && qz[i] <= 127;
-    std::vector<uint16_t> h(scales.size());
-    for (size_t i = 0; q8 && i < scales.size(); ++i) {
-      if (scales_t.dtype == DType::f16)
-        std::memcpy(&h[i], static_cast<const std::byte*>(scales_t.data) + 2 * i, 2);
+    jobs.push_back({&from, std::move(name), M, K, std::move(fill), std::move(group), &scales_t, by_row});
+  }
+
+  /** Stacked pieces must share a format: experts.<n> of one projection are one family. */
+  static std::string family(const std::string& name) {
+    const size_t at = name.find(".experts.");
+    if (at == std::string::npos) return name;
+    size_t end = at + 9;
+    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+    return name.substr(0, at + 9) + "*" + name.substr(end);
+  }
+
+  enum Format { kWide = 0, kQ8 = 1, kQ4 = 2 };  ///< worse to better; a family takes its worst
+
+  /** The block formats' f16 scales: every scale exactly an f16 (else empty). */
+  static std::vector<uint16_t> f16_scales(const TensorInfo& st, const std::vector<float>& s) {
+    std::vector<uint16_t> h(s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (st.dtype == DType::f16)
+        std::memcpy(&h[i], st.data + 2 * i, 2);
       else
-        h[i] = f32_to_f16(scales[i]);
-      q8 = f16_to_f32(h[i]) == scales[i];
+        h[i] = f32_to_f16(s[i]);
+      if (f16_to_f32(h[i]) != s[i]) return {};
     }
+    return h;
+  }
+
+  static Format best_format(const IntJob& j, const std::vector<int16_t>& qz, bool f16_ok) {
+    if (!f16_ok || j.K % kQuantBlock) return kWide;
+    for (int64_t b = 0; b < j.K; b += kQuantBlock)
+      for (int64_t i = 1; i < kQuantBlock; ++i)
+        if (j.group[static_cast<size_t>(b + i)] != j.group[static_cast<size_t>(b)]) return kWide;
+    Format f = kQ4;  // symmetric int4 (q − z within [−8, 7]) is q4_0 at half q8_0's bytes
+    for (int16_t v : qz) {
+      if (v < -128 || v > 127) return kWide;
+      if (v < -8 || v > 7) f = kQ8;
+    }
+    return f;
+  }
+
+  /** Writes every deferred integer weight in its family's format (q4_0, q8_0: exact; else `wide`). */
+  void finish_integers() {
+    std::unordered_map<std::string, int> worst;
+    std::vector<int16_t> qz;
+    for (const IntJob& j : jobs) {
+      qz.assign(static_cast<size_t>(j.M * j.K), 0);
+      j.fill(qz);
+      const Format f = best_format(j, qz, !f16_scales(*j.scales, floats(*j.scales)).empty());
+      auto [it, fresh] = worst.emplace(family(j.name), f);
+      if (!fresh) it->second = std::min(it->second, static_cast<int>(f));
+    }
+    for (const IntJob& j : jobs) {
+      qz.assign(static_cast<size_t>(j.M * j.K), 0);
+      j.fill(qz);
+      write_integer(j, qz, static_cast<Format>(worst.at(family(j.name))));
+    }
+    jobs.clear();
+  }
+
+  void write_integer(const IntJob& j, const std::vector<int16_t>& qz, Format f) {
+    const int64_t M = j.M, K = j.K;
+    const std::vector<float> scales = floats(*j.scales);
+    const int64_t G = j.scales->shape[j.by_row ? 1 : 0];
+    const auto at = [&](int64_t g, int64_t c) { return static_cast<size_t>(j.by_row ? c * G + g : g * M + c); };
     const auto rows = static_cast<size_t>(M);
-    // Symmetric int4 (q − z within [−8, 7]: GPTQ and compressed-tensors sym) is q4_0 exactly, at
-    // half q8_0's bytes: nibble = q − z + 8, element j low and j + 16 high in byte j.
-    bool q4 = q8;
-    for (size_t i = 0; q4 && i < qz.size(); ++i) q4 = qz[i] >= -8 && qz[i] <= 7;
-    if (q4) {
+    const std::vector<uint16_t> h = f == kWide ? std::vector<uint16_t>() : f16_scales(*j.scales, scales);
+    if (f == kQ4) {  // nibble = q − z + 8, element i low and i + 16 high in byte i
       const int64_t nb = K / kQuantBlock;
       std::vector<std::byte> out(rows * static_cast<size_t>(nb) * 18);
       tbb::parallel_for(int64_t{0}, M, [&](int64_t c) {
         std::byte* row = out.data() + static_cast<size_t>(c * nb) * 18;
         for (int64_t b = 0; b < nb; ++b) {
-          const int32_t g = group[static_cast<size_t>(b * kQuantBlock)];
-          std::memcpy(row + b * 18, &h[at(g, c)], 2);
+          std::memcpy(row + b * 18, &h[at(j.group[static_cast<size_t>(b * kQuantBlock)], c)], 2);
           const int16_t* v = qz.data() + static_cast<size_t>(c * K + b * kQuantBlock);
-          for (int64_t j = 0; j < 16; ++j)
-            row[b * 18 + 2 + j] = static_cast<std::byte>((v[j] + 8) | ((v[j + 16] + 8) << 4));
+          for (int64_t i = 0; i < 16; ++i)
+            row[b * 18 + 2 + i] = static_cast<std::byte>((v[i] + 8) | ((v[i + 16] + 8) << 4));
         }
       });
-      add(from, name, DType::q4_0, M, K, std::move(out));
-      return;
-    }
-    if (q8) {
+      add(*j.from, j.name, DType::q4_0, M, K, std::move(out));
+    } else if (f == kQ8) {
       const int64_t nb = K / kQuantBlock;
       std::vector<std::byte> out(rows * static_cast<size_t>(nb) * 34);
       tbb::parallel_for(int64_t{0}, M, [&](int64_t c) {
         std::byte* row = out.data() + static_cast<size_t>(c * nb) * 34;
         for (int64_t b = 0; b < nb; ++b) {
-          const int32_t g = group[static_cast<size_t>(b * kQuantBlock)];
-          std::memcpy(row + b * 34, &h[at(g, c)], 2);
+          std::memcpy(row + b * 34, &h[at(j.group[static_cast<size_t>(b * kQuantBlock)], c)], 2);
           for (int64_t i = 0; i < kQuantBlock; ++i)
             row[b * 34 + 2 + i] =
                 static_cast<std::byte>(static_cast<int8_t>(qz[static_cast<size_t>(c * K + b * kQuantBlock + i)]));
         }
       });
-      add(from, name, DType::q8_0, M, K, std::move(out));
-      return;
+      add(*j.from, j.name, DType::q8_0, M, K, std::move(out));
+    } else {
+      std::vector<std::byte> out(rows * static_cast<size_t>(K) * (wide == DType::f32 ? 4 : 2));
+      tbb::parallel_for(int64_t{0}, M, [&](int64_t c) {
+        for (int64_t k = 0; k < K; ++k)
+          put(out, static_cast<size_t>(c * K + k),
+              static_cast<float>(qz[static_cast<size_t>(c * K + k)]) * scales[at(j.group[static_cast<size_t>(k)], c)]);
+      });
+      add(*j.from, j.name, wide, M, K, std::move(out));
     }
-    std::vector<std::byte> out(rows * static_cast<size_t>(K) * (wide == DType::f32 ? 4 : 2));
-    tbb::parallel_for(int64_t{0}, M, [&](int64_t c) {
-      for (int64_t k = 0; k < K; ++k) {
-        const float v =
-            static_cast<float>(qz[static_cast<size_t>(c * K + k)]) * scales[at(group[static_cast<size_t>(k)], c)];
-        put(out, static_cast<size_t>(c * K + k), v);
-      }
-    });
-    add(from, name, wide, M, K, std::move(out));
   }
 
   void put(std::vector<std::byte>& out, size_t i, float v) const {
@@ -193,6 +248,24 @@ std::string config_str(const json& q, const char* key, const std::string& def) {
   return it != q.end() && it->is_string() ? it->get<std::string>() : def;
 }
 
+/**
+ * Each input column's group without a g_idx: k / group_size, with ⌈K / group_size⌉ groups (a last
+ * partial group counts); group_size ≤ 0 (per channel, or not in the config): K / G with G dividing K.
+ */
+std::vector<int32_t> contiguous_groups(const Unpacker& u, const TensorInfo& scales, int64_t K, int64_t G,
+                                       int64_t group_size) {
+  if (group_size <= 0) {
+    if (G <= 0 || K % G) u.bad(scales, fmt::format("{} groups do not divide {} input columns", G, K));
+    group_size = K / G;
+  } else if (G != (K + group_size - 1) / group_size) {
+    u.bad(scales, fmt::format("{} groups; group_size {} over {} input columns makes {}", G, group_size, K,
+                              (K + group_size - 1) / group_size));
+  }
+  std::vector<int32_t> group(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) group[static_cast<size_t>(k)] = static_cast<int32_t>(k / group_size);
+  return group;
+}
+
 // ---- AWQ (AutoAWQ's GEMM packing): qweight I32 [K, M/8], qzeros I32 [K/g, M/8], scales F16 [K/g, M].
 // Nibble i of a packed word holds output column 8j + order[i], order = 0 2 4 6 1 3 5 7: column 8j + c
 // sits in nibble kAwqNibble[c].
@@ -209,6 +282,7 @@ void unpack_awq(Unpacker& u, const json& q) {
         version);
   if (auto zp = q.find("zero_point"); zp != q.end() && zp->is_boolean() && !zp->get<bool>())
     throw_error("[model] awq checkpoint: zero_point false is not read (AWQ checkpoints carry zero points)");
+  const int64_t group_size = config_int(q, {"group_size", "q_group_size"}, 0);
   for (const TensorInfo& t : u.in) {
     if (!ends_with(t.name, ".qweight")) continue;
     const std::string prefix = t.name.substr(0, t.name.size() - 8);
@@ -218,25 +292,24 @@ void unpack_awq(Unpacker& u, const json& q) {
     if (t.shape.size() != 2) u.bad(t, "expected [in, out / 8]");
     const int64_t K = t.shape[0], M8 = t.shape[1], M = M8 * 8;
     const int64_t G = st.shape.empty() ? 0 : st.shape[0];
-    if (G <= 0 || K % G) u.bad(st, fmt::format("expected [groups, {}] with groups dividing {}", M, K));
     if (zt.shape != std::vector<int64_t>{G, M8}) u.bad(zt, fmt::format("expected [{}, {}]", G, M8));
-    const std::vector<int32_t> w = u.ints(t), z = u.ints(zt);
-    const int64_t gs = K / G;
-    std::vector<int32_t> group(static_cast<size_t>(K));
-    for (int64_t k = 0; k < K; ++k) group[static_cast<size_t>(k)] = static_cast<int32_t>(k / gs);
-    std::vector<int16_t> qz(static_cast<size_t>(M * K));
-    tbb::parallel_for(int64_t{0}, M8, [&](int64_t j) {
-      for (int64_t k = 0; k < K; ++k) {
-        const auto word = static_cast<uint32_t>(w[static_cast<size_t>(k * M8 + j)]);
-        const auto zword = static_cast<uint32_t>(z[static_cast<size_t>((k / gs) * M8 + j)]);
-        for (int c = 0; c < 8; ++c) {
-          const int sh = 4 * kAwqNibble[c];
-          qz[static_cast<size_t>((8 * j + c) * K + k)] =
-              static_cast<int16_t>(static_cast<int>((word >> sh) & 15) - static_cast<int>((zword >> sh) & 15));
+    std::vector<int32_t> group = contiguous_groups(u, st, K, G, group_size);
+    u.ints(t), u.ints(zt);  // their dtypes, checked here
+    Unpacker::Fill fill = [&u, tp = &t, zp = &zt, K, M8, g = group](std::vector<int16_t>& qz) {
+      const std::vector<int32_t> w = u.ints(*tp), z = u.ints(*zp);
+      tbb::parallel_for(int64_t{0}, M8, [&](int64_t j) {
+        for (int64_t k = 0; k < K; ++k) {
+          const auto word = static_cast<uint32_t>(w[static_cast<size_t>(k * M8 + j)]);
+          const auto zword = static_cast<uint32_t>(z[static_cast<size_t>(g[static_cast<size_t>(k)] * M8 + j)]);
+          for (int c = 0; c < 8; ++c) {
+            const int sh = 4 * kAwqNibble[c];
+            qz[static_cast<size_t>((8 * j + c) * K + k)] =
+                static_cast<int16_t>(static_cast<int>((word >> sh) & 15) - static_cast<int>((zword >> sh) & 15));
+          }
         }
-      }
-    });
-    u.integer_weight(t, prefix + ".weight", M, K, qz, group, st);
+      });
+    };
+    u.integer_weight(t, prefix + ".weight", M, K, std::move(fill), std::move(group), st);
   }
 }
 
@@ -252,6 +325,7 @@ void unpack_gptq(Unpacker& u, const json& q) {
   if (format != "gptq" && format != "gptq_v2")
     throw_error("[model] gptq checkpoint: checkpoint_format '{}' is not read (gptq and gptq_v2 are)", format);
   const int zero_offset = format == "gptq" ? 1 : 0;
+  const int64_t group_size = config_int(q, {"group_size"}, 0);
   const int per_word = 32 / bits;
   const uint32_t mask = (1u << bits) - 1;
   for (const TensorInfo& t : u.in) {
@@ -272,24 +346,26 @@ void unpack_gptq(Unpacker& u, const json& q) {
       if (gi->shape != std::vector<int64_t>{K}) u.bad(*gi, fmt::format("expected [{}]", K));
       group = u.ints(*gi);
     } else {
-      if (K % G) u.bad(st, fmt::format("{} groups do not divide {} input rows and there is no g_idx", G, K));
-      for (int64_t k = 0; k < K; ++k) group[static_cast<size_t>(k)] = static_cast<int32_t>(k / (K / G));
+      group = contiguous_groups(u, st, K, G, group_size);
     }
-    const std::vector<int32_t> w = u.ints(t), z = u.ints(zt);
-    const int64_t MW = M / per_word;
-    std::vector<int16_t> qz(static_cast<size_t>(M * K));
-    tbb::parallel_for(int64_t{0}, M, [&](int64_t c) {
-      for (int64_t k = 0; k < K; ++k) {
-        const auto word = static_cast<uint32_t>(w[static_cast<size_t>((k / per_word) * M + c)]);
-        const int qv = static_cast<int>((word >> (bits * (k % per_word))) & mask);
-        const int32_t g = group[static_cast<size_t>(k)];
-        if (g < 0 || g >= G) return;  // integer_weight names the bad index
-        const auto zword = static_cast<uint32_t>(z[static_cast<size_t>(g * MW + c / per_word)]);
-        const int zv = static_cast<int>((zword >> (bits * (c % per_word))) & mask) + zero_offset;
-        qz[static_cast<size_t>(c * K + k)] = static_cast<int16_t>(qv - zv);
-      }
-    });
-    u.integer_weight(t, prefix + ".weight", M, K, qz, group, st);
+    u.ints(t), u.ints(zt);  // their dtypes, checked here
+    Unpacker::Fill fill = [&u, tp = &t, zp = &zt, K, M, G, bits, per_word, mask, zero_offset,
+                           g = group](std::vector<int16_t>& qz) {
+      const std::vector<int32_t> w = u.ints(*tp), z = u.ints(*zp);
+      const int64_t MW = M / per_word;
+      tbb::parallel_for(int64_t{0}, M, [&](int64_t c) {
+        for (int64_t k = 0; k < K; ++k) {
+          const auto word = static_cast<uint32_t>(w[static_cast<size_t>((k / per_word) * M + c)]);
+          const int qv = static_cast<int>((word >> (bits * (k % per_word))) & mask);
+          const int32_t gk = g[static_cast<size_t>(k)];
+          if (gk < 0 || gk >= G) return;  // integer_weight refused the tensor already
+          const auto zword = static_cast<uint32_t>(z[static_cast<size_t>(gk * MW + c / per_word)]);
+          const int zv = static_cast<int>((zword >> (bits * (c % per_word))) & mask) + zero_offset;
+          qz[static_cast<size_t>(c * K + k)] = static_cast<int16_t>(qv - zv);
+        }
+      });
+    };
+    u.integer_weight(t, prefix + ".weight", M, K, std::move(fill), std::move(group), st);
   }
 }
 
@@ -298,7 +374,7 @@ void unpack_gptq(Unpacker& u, const json& q) {
 // [M, G] ([M, 1] per channel), weight_shape [2], and for asymmetric schemes weight_zero_point I32
 // [⌈M·bits/32⌉, G] (rows packed, offset likewise); weight_g_idx I32 [K] with act-order.
 // w = (q − zero) · scale.
-void unpack_packed(Unpacker& u, int bits) {
+void unpack_packed(Unpacker& u, int bits, int64_t group_size) {
   const int per_word = 32 / bits, offset = 1 << (bits - 1);
   const uint32_t mask = (1u << bits) - 1;
   for (const TensorInfo& t : u.in) {
@@ -332,32 +408,34 @@ void unpack_packed(Unpacker& u, int bits) {
       if (gi->shape != std::vector<int64_t>{K}) u.bad(*gi, fmt::format("expected [{}]", K));
       group = u.ints(*gi);
     } else {
-      if (K % G) u.bad(st, fmt::format("{} groups do not divide {} columns and there is no weight_g_idx", G, K));
-      for (int64_t k = 0; k < K; ++k) group[static_cast<size_t>(k)] = static_cast<int32_t>(k / (K / G));
+      group = contiguous_groups(u, st, K, G, group_size);
     }
-    std::vector<int32_t> zero;  // [⌈M / per_word⌉, G], rows packed; empty when symmetric
-    if (const TensorInfo* zt = u.find(prefix + ".weight_zero_point")) {
+    const TensorInfo* zt = u.find(prefix + ".weight_zero_point");  // [⌈M / per_word⌉, G], rows packed
+    if (zt) {
       u.dropped.insert(zt->name);
       if (zt->shape != std::vector<int64_t>{(M + per_word - 1) / per_word, G})
         u.bad(*zt, fmt::format("expected [{}, {}]", (M + per_word - 1) / per_word, G));
-      zero = u.ints(*zt);
+      u.ints(*zt);
     }
-    const std::vector<int32_t> w = u.ints(t);
-    std::vector<int16_t> qz(static_cast<size_t>(M * K));
-    tbb::parallel_for(int64_t{0}, M, [&](int64_t c) {
-      for (int64_t k = 0; k < K; ++k) {
-        const auto word = static_cast<uint32_t>(w[static_cast<size_t>(c * KW + k / per_word)]);
-        const int qv = static_cast<int>((word >> (bits * (k % per_word))) & mask) - offset;
-        int zv = 0;
-        const int32_t g = group[static_cast<size_t>(k)];
-        if (!zero.empty() && g >= 0 && g < G) {
-          const auto zword = static_cast<uint32_t>(zero[static_cast<size_t>((c / per_word) * G + g)]);
-          zv = static_cast<int>((zword >> (bits * (c % per_word))) & mask) - offset;
+    u.ints(t);
+    Unpacker::Fill fill = [&u, tp = &t, zt, K, KW, G, bits, per_word, offset, mask, M,
+                           g = group](std::vector<int16_t>& qz) {
+      const std::vector<int32_t> w = u.ints(*tp), zero = zt ? u.ints(*zt) : std::vector<int32_t>();
+      tbb::parallel_for(int64_t{0}, M, [&](int64_t c) {
+        for (int64_t k = 0; k < K; ++k) {
+          const auto word = static_cast<uint32_t>(w[static_cast<size_t>(c * KW + k / per_word)]);
+          const int qv = static_cast<int>((word >> (bits * (k % per_word))) & mask) - offset;
+          int zv = 0;
+          const int32_t gk = g[static_cast<size_t>(k)];
+          if (!zero.empty() && gk >= 0 && gk < G) {
+            const auto zword = static_cast<uint32_t>(zero[static_cast<size_t>((c / per_word) * G + gk)]);
+            zv = static_cast<int>((zword >> (bits * (c % per_word))) & mask) - offset;
+          }
+          qz[static_cast<size_t>(c * K + k)] = static_cast<int16_t>(qv - zv);
         }
-        qz[static_cast<size_t>(c * K + k)] = static_cast<int16_t>(qv - zv);
-      }
-    });
-    u.integer_weight(t, prefix + ".weight", M, K, qz, group, st, true);
+      });
+    };
+    u.integer_weight(t, prefix + ".weight", M, K, std::move(fill), std::move(group), st, true);
   }
 }
 
@@ -452,6 +530,7 @@ std::vector<TensorInfo> unpack_quantized(const std::string& quantization_config_
     const bool packed = format == "pack-quantized";
     std::pair<int64_t, int64_t> block = block_size(nullptr);
     int bits = 0;
+    int64_t group_size = 0;
     if (auto groups = q.find("config_groups"); groups != q.end() && groups->is_object())
       for (const auto& [name, g] : groups->items()) {
         const auto w = g.find("weights");
@@ -466,10 +545,11 @@ std::vector<TensorInfo> unpack_quantized(const std::string& quantization_config_
               "'{}', which kiln does not read ({})",
               name, type, nb, format, packed ? "int 4 or 8, one width for all groups" : "float 8");
         bits = nb;
+        if (auto gs = w->find("group_size"); gs != w->end() && gs->is_number_integer()) group_size = gs->get<int64_t>();
         if (auto bs = w->find("block_structure"); bs != w->end()) block = block_size(&*bs);
       }
     if (packed) {
-      unpack_packed(u, bits ? bits : 4);
+      unpack_packed(u, bits ? bits : 4, group_size);
       detail = fmt::format("pack-quantized int{}", bits ? bits : 4);
     } else {
       unpack_fp8(u, block);
@@ -481,6 +561,7 @@ std::vector<TensorInfo> unpack_quantized(const std::string& quantization_config_
         "compressed-tensors are); use the model's bf16, AWQ, GPTQ, FP8 or GGUF release",
         method);
   }
+  u.finish_integers();
   for (const TensorInfo& t : tensors)
     if (!t.stored.empty() && t.stored == "F8_E4M3" && u.dropped.count(t.name) == 0) {
       bool made = false;

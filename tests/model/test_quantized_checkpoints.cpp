@@ -78,20 +78,23 @@ TEST(QuantizedCheckpoint, AwqGroupsOfWholeBlocksAreExactQ8AndOthersRoundOnce) {
   TempDir dir;
   const IntQuant a = random_quant(64, 256, 128, 4, false, 1), b = random_quant(24, 96, 16, 4, false, 2);
   std::vector<WriterTensor> ts = awq_tensors("model.layers.0.mlp.up_proj", a);
-  for (auto& t : awq_tensors("model.layers.0.mlp.down_proj", b)) ts.push_back(t);
-  ts.push_back(plain("model.layers.0.mlp.down_proj.bias", {24}));
+  ts.push_back(plain("model.layers.0.mlp.up_proj.bias", {64}));
   ts.push_back(plain("lm_head.weight", {8, 64}));  // not quantized (modules_to_not_convert)
   write_checkpoint(dir, ts, R"({"quant_method":"awq","bits":4,"group_size":128,"zero_point":true,"version":"gemm"})");
   const Checkpoint c = Checkpoint::open(dir.str());
   const TensorInfo* up = c.find("model.layers.0.mlp.up_proj.weight");
-  const TensorInfo* down = c.find("model.layers.0.mlp.down_proj.weight");
-  ASSERT_TRUE(up && down);
+  ASSERT_TRUE(up);
   EXPECT_EQ(up->dtype, DType::q8_0);
   expect_values(*up, 64, 256, [&](int64_t r, int64_t k) { return a.expect(r, k); });
   // Groups of 16 straddle 32-value blocks: dequantized and rounded once to the checkpoint's bf16.
+  TempDir dir16;
+  write_checkpoint(dir16, awq_tensors("model.layers.0.mlp.down_proj", b), R"({"quant_method":"awq","group_size":16})");
+  const Checkpoint c16 = Checkpoint::open(dir16.str());
+  const TensorInfo* down = c16.find("model.layers.0.mlp.down_proj.weight");
+  ASSERT_TRUE(down);
   EXPECT_EQ(down->dtype, DType::bf16);
   expect_values(*down, 24, 96, [&](int64_t r, int64_t k) { return round_to(DType::bf16, b.expect(r, k)); });
-  EXPECT_TRUE(c.find("model.layers.0.mlp.down_proj.bias"));
+  EXPECT_TRUE(c.find("model.layers.0.mlp.up_proj.bias"));
   EXPECT_TRUE(c.find("lm_head.weight"));
   for (const char* gone :
        {"model.layers.0.mlp.up_proj.qweight", "model.layers.0.mlp.up_proj.qzeros", "model.layers.0.mlp.up_proj.scales"})
@@ -175,6 +178,54 @@ TEST(QuantizedCheckpoint, CompressedTensorsPackQuantizedSymmetricAndAsymmetric) 
   EXPECT_EQ(c2.find("model.layers.0.mlp.gate_proj.weight")->dtype, DType::q8_0);
   expect_values(*c2.find("model.layers.0.mlp.gate_proj.weight"), 8, 64,
                 [&](int64_t r, int64_t k) { return e.expect(r, k); });
+}
+
+// Experts a plugin stacks into one tensor must share a format: a projection's experts take the
+// format the least regular of them allows (here one asymmetric expert makes all q8_0, one with
+// act-order makes all dequantized).
+TEST(QuantizedCheckpoint, StackedExpertsShareAFormat) {
+  TempDir dir;
+  IntQuant sym = random_quant(16, 64, 32, 4, false, 21), asym = random_quant(16, 64, 32, 4, false, 22, 1);
+  for (int& z : sym.z) z = 8;
+  IntQuant shuffled = random_quant(16, 64, 32, 4, true, 23, 1);
+  std::vector<WriterTensor> ts;
+  for (auto& t : gptq_tensors("model.layers.0.mlp.experts.0.up_proj", sym, true, false)) ts.push_back(t);
+  for (auto& t : gptq_tensors("model.layers.0.mlp.experts.1.up_proj", asym, true, false)) ts.push_back(t);
+  for (auto& t : gptq_tensors("model.layers.0.mlp.experts.0.down_proj", sym, true, true)) ts.push_back(t);
+  for (auto& t : gptq_tensors("model.layers.0.mlp.experts.1.down_proj", shuffled, true, true)) ts.push_back(t);
+  for (auto& t : gptq_tensors("model.layers.0.mlp.shared_expert.up_proj", sym, true, false)) ts.push_back(t);
+  write_checkpoint(dir, ts, R"({"quant_method":"gptq","bits":4,"group_size":32,"desc_act":true})");
+  const Checkpoint c = Checkpoint::open(dir.str());
+  for (const char* e : {"0", "1"}) {
+    EXPECT_EQ(c.find(std::string("model.layers.0.mlp.experts.") + e + ".up_proj.weight")->dtype, DType::q8_0) << e;
+    EXPECT_EQ(c.find(std::string("model.layers.0.mlp.experts.") + e + ".down_proj.weight")->dtype, DType::bf16) << e;
+  }
+  EXPECT_EQ(c.find("model.layers.0.mlp.shared_expert.up_proj.weight")->dtype, DType::q4_0);  // not stacked
+  expect_values(*c.find("model.layers.0.mlp.experts.0.up_proj.weight"), 16, 64,
+                [&](int64_t r, int64_t k) { return sym.expect(r, k); });
+  expect_values(*c.find("model.layers.0.mlp.experts.0.down_proj.weight"), 16, 64,
+                [&](int64_t r, int64_t k) { return round_to(DType::bf16, sym.expect(r, k)); });
+}
+
+// Without g_idx, column k is in group k / group_size, and a last partial group counts:
+// 192 columns in groups of 128 are two groups (not two of 96).
+TEST(QuantizedCheckpoint, GroupsFollowGroupSizeWithAPartialLastGroup) {
+  TempDir dir;
+  IntQuant w = random_quant(8, 192, 64, 4, false, 31, 1);
+  w.G = 2;
+  w.z.resize(static_cast<size_t>(2 * w.M));
+  w.s.resize(static_cast<size_t>(2 * w.M));
+  for (int64_t k = 0; k < w.K; ++k) w.gidx[static_cast<size_t>(k)] = static_cast<int32_t>(k / 128);
+  write_checkpoint(dir, gptq_tensors("model.layers.0.mlp.up_proj", w, true, false),
+                   R"({"quant_method":"gptq","bits":4,"group_size":128})");
+  const Checkpoint c = Checkpoint::open(dir.str());
+  expect_values(*c.find("model.layers.0.mlp.up_proj.weight"), 8, 192,
+                [&](int64_t r, int64_t k) { return w.expect(r, k); });
+  TempDir dir2;  // three groups where group_size 128 makes two
+  IntQuant three = random_quant(8, 192, 64, 4, false, 32, 1);
+  write_checkpoint(dir2, gptq_tensors("x", three, true, false), R"({"quant_method":"gptq","bits":4,"group_size":128})");
+  EXPECT_NE(error_of([&] { Checkpoint::open(dir2.str()); }).find("group_size 128 over 192 input columns makes 2"),
+            std::string::npos);
 }
 
 TEST(QuantizedCheckpoint, Fp8E4m3BytesDecodeAsTheFormatSays) {

@@ -12,6 +12,15 @@
 
 namespace kiln::backend::cpu {
 
+/** Larger key, larger value; -0 and +0 share a key; NaN ranks below -inf (as the Vulkan kernels). */
+static uint32_t rank_key(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0;
+  if ((u & 0x7fffffffu) == 0) u = 0;
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
 void run_top_k(const Node& n) {
   const TensorDesc& x = n.src[0].desc;
   const int64_t E = x.last(), k = n.params.k, rows = x.rows();
@@ -28,7 +37,7 @@ void run_top_k(const Node& n) {
     int64_t filled = 0;
     for (int64_t e = 0; e < E; ++e) {
       int64_t pos = filled;
-      while (pos > 0 && row[e] > row[out[pos - 1]]) --pos;
+      while (pos > 0 && rank_key(row[e]) > rank_key(row[out[pos - 1]])) --pos;
       if (pos >= k) continue;
       for (int64_t m = std::min(filled, k - 1); m > pos; --m) out[m] = out[m - 1];
       out[pos] = static_cast<int32_t>(e);

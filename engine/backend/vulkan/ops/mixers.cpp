@@ -441,6 +441,7 @@ void record_moe(const OpEnv& e) {
     const backend::TensorRef& x = n.src[0];
     const int64_t E = x.desc.last(), N = x.desc.rows(), K = n.params.k;
     if (K <= 0 || K > E) e.fail(fmt::format("k = {} outside [1, {}]", K, E));
+    if (N == 0) return;
     const uint32_t values = n.params.mode == kTopKValues ? 1u : 0u;
     const std::vector<uint32_t> push{u32(N), u32(E), u32(K), e.off(x, 4), e.off(n.dst, 4)};
     if (E >= kTopKRowsFrom || K > 64) {

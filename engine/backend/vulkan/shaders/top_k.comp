@@ -12,28 +12,37 @@ layout(push_constant) uniform PC {
   uint x_off, o_off;
 } pc;
 
+// Larger key, larger value; -0 and +0 share a key; NaN ranks below -inf (as top_k_rows.comp and
+// the CPU reference).
+uint key_of(float v) {
+  uint u = floatBitsToUint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0u;
+  if ((u & 0x7fffffffu) == 0u) u = 0u;
+  return (u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u);
+}
+
 void main() {
   uint n = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u;
   if (n >= pc.N) return;
   uint xb = pc.x_off + n * pc.E;
-  float pv = 1.0 / 0.0;
+  uint pk = 0xffffffffu;  // the previous pick's key
   int pi = -1;
   bool first = true;
   for (uint j = 0u; j < pc.K; ++j) {
-    float bv = 0.0;
+    uint bk = 0u;
     int bi = -1;
     for (uint e = 0u; e < pc.E; ++e) {
-      float v = x[xb + e];
-      bool after = first || v < pv || (v == pv && int(e) > pi);
-      if (after && (bi < 0 || v > bv)) {
-        bv = v;
+      uint k = key_of(x[xb + e]);
+      bool after = first || k < pk || (k == pk && int(e) > pi);
+      if (after && (bi < 0 || k > bk)) {
+        bk = k;
         bi = int(e);
       }
     }
     const uint width = VALUES != 0u ? 2u * pc.K : pc.K;
     ids[pc.o_off + n * width + j] = bi;
-    if (VALUES != 0u) ids[pc.o_off + n * width + pc.K + j] = floatBitsToInt(bv);
-    pv = bv;
+    if (VALUES != 0u) ids[pc.o_off + n * width + pc.K + j] = floatBitsToInt(x[xb + uint(bi)]);
+    pk = bk;
     pi = bi;
     first = false;
   }

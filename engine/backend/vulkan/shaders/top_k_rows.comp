@@ -20,9 +20,11 @@ shared uint s_prefix, s_take, s_above;
 shared uint cand_key[KMAX];
 shared uint cand_idx[KMAX];
 
-// Larger key, larger value; -0 and +0 share a key (they compare equal).
+// Larger key, larger value; -0 and +0 share a key (they compare equal); NaN ranks below -inf
+// (key 0), as in the CPU reference.
 uint key_of(float v) {
   uint u = floatBitsToUint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0u;
   if ((u & 0x7fffffffu) == 0u) u = 0u;
   return (u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u);
 }
