@@ -265,6 +265,16 @@ Checkpoint Checkpoint::open_hf(const std::string& dir_str, const std::string& si
   return c;
 }
 
+void Checkpoint::release_unpacked(const std::vector<const std::byte*>& keep) {
+  const std::set<const std::byte*> kept(keep.begin(), keep.end());
+  std::set<const std::byte*> gone;
+  for (auto& b : owned_)
+    if (!kept.count(b->data())) gone.insert(b->data()), b.reset();
+  std::erase(owned_, nullptr);
+  for (TensorInfo& t : tensors_)
+    if (gone.count(t.data)) t.data = nullptr;
+}
+
 WeightDecl WeightDecl::from_c(const kiln_tensor_decl& d) {
   WeightDecl w;
   w.name = d.name ? d.name : "";

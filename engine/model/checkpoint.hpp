@@ -59,6 +59,12 @@ class Checkpoint {
   std::vector<std::string> files() const;
   /** HF checkpoints with a quantization_config: what unpacking it did ("awq int4 group 128: ..."); else empty. */
   const std::string& quantization() const { return quantization_; }
+  /**
+   * Frees the weights unpacked from a quantized checkpoint except those whose bytes are in `keep`
+   * (imported by a device, read by the host): once a device holds its copy they are dead weight.
+   * The freed tensors keep their names, types and shapes; their data becomes null.
+   */
+  void release_unpacked(const std::vector<const std::byte*>& keep);
 
  private:
   void add_tensors(const std::vector<TensorInfo>& ts);

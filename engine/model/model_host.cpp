@@ -151,6 +151,7 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
   };
   std::vector<Plan> plans(decls.size());
   std::set<DType> repacked;  // formats converted for the device
+  std::vector<const std::byte*> in_place;  // checkpoint bytes read where they are (imported, host-resident)
   std::vector<size_t> arena_bytes;
   for (size_t i = 0; i < decls.size(); ++i) {
     const WeightDecl& d = decls[i];
@@ -167,6 +168,7 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
       plans[i].w = std::make_unique<Weight>();
       plans[i].w->desc = make_desc(first.dtype, first.shape);
       plans[i].w->host = &first;
+      in_place.push_back(first.data);
       stats_.host_bytes += first.nbytes;
       continue;
     }
@@ -201,6 +203,7 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
     if (p.same && pieces.size() == 1) {
       auto imported = device_->import_host(const_cast<std::byte*>(first.data), first.nbytes);
       if (imported) {
+        in_place.push_back(first.data);
         p.w->buffer = imported.get();
         weight_buffers_.push_back(std::move(imported));
         stats_.imported_bytes += bytes;
@@ -248,6 +251,7 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
     weights_.emplace(decls[i].name, std::move(p.w));
   }
   bar.finish();
+  ckpt_.release_unpacked(in_place);  // the device has its copies of the rest
   std::vector<std::pair<DType, std::pair<uint64_t, uint64_t>>> formats(by_format.begin(), by_format.end());
   std::stable_sort(formats.begin(), formats.end(),
                    [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
