@@ -73,8 +73,7 @@ class Engine {
   ServedModel& model_;
   Metrics& metrics_;
   /** Candidates per row a step reads back when its samplers allow (0: whole rows always): 64 plus
-   *  the ids no request may sample, which can rank among the best. 0 on a software GPU (lavapipe)
-   *  and with KILN_DEVICE_SAMPLING=0; KILN_DEVICE_SAMPLING=1 turns it on everywhere. */
+   *  the ids no request may sample, which can rank among the best. KILN_DEVICE_SAMPLING=0: 0. */
   uint32_t candidates_ = 0;
   uint32_t covered_ = 0;  ///< the sampleable ids among them, at least (n_vocab when they are all)
   struct Graph;
