@@ -249,11 +249,17 @@ std::string config_str(const json& q, const char* key, const std::string& def) {
 }
 
 /**
- * Each input column's group without a g_idx: k / group_size, with ⌈K / group_size⌉ groups (a last
- * partial group counts); group_size ≤ 0 (per channel, or not in the config): K / G with G dividing K.
+ * Each input column's group: tensor `g_idx` when the checkpoint has it (act-order; dropped from the
+ * tensors), else k / group_size with ⌈K / group_size⌉ groups (a last partial group counts);
+ * group_size ≤ 0 (per channel, or not in the config): K / G with G dividing K.
  */
-std::vector<int32_t> contiguous_groups(const Unpacker& u, const TensorInfo& scales, int64_t K, int64_t G,
-                                       int64_t group_size) {
+std::vector<int32_t> column_groups(Unpacker& u, const std::string& g_idx, const TensorInfo& scales, int64_t K,
+                                   int64_t G, int64_t group_size) {
+  if (const TensorInfo* gi = u.find(g_idx)) {
+    u.dropped.insert(gi->name);
+    if (gi->shape != std::vector<int64_t>{K}) u.bad(*gi, fmt::format("expected [{}]", K));
+    return u.ints(*gi);
+  }
   if (group_size <= 0) {
     if (G <= 0 || K % G) u.bad(scales, fmt::format("{} groups do not divide {} input columns", G, K));
     group_size = K / G;
@@ -293,7 +299,7 @@ void unpack_awq(Unpacker& u, const json& q) {
     const int64_t K = t.shape[0], M8 = t.shape[1], M = M8 * 8;
     const int64_t G = st.shape.empty() ? 0 : st.shape[0];
     if (zt.shape != std::vector<int64_t>{G, M8}) u.bad(zt, fmt::format("expected [{}, {}]", G, M8));
-    std::vector<int32_t> group = contiguous_groups(u, st, K, G, group_size);
+    std::vector<int32_t> group = column_groups(u, prefix + ".g_idx", st, K, G, group_size);
     u.ints(t), u.ints(zt);  // their dtypes, checked here
     Unpacker::Fill fill = [&u, tp = &t, zp = &zt, K, M8, g = group](std::vector<int16_t>& qz) {
       const std::vector<int32_t> w = u.ints(*tp), z = u.ints(*zp);
@@ -340,14 +346,7 @@ void unpack_gptq(Unpacker& u, const json& q) {
     if (G <= 0) u.bad(st, fmt::format("expected [groups, {}]", M));
     if (M % per_word || zt.shape != std::vector<int64_t>{G, M / per_word})
       u.bad(zt, fmt::format("expected [{}, {}]", G, M / per_word));
-    std::vector<int32_t> group(static_cast<size_t>(K));
-    if (const TensorInfo* gi = u.find(prefix + ".g_idx")) {
-      u.dropped.insert(gi->name);
-      if (gi->shape != std::vector<int64_t>{K}) u.bad(*gi, fmt::format("expected [{}]", K));
-      group = u.ints(*gi);
-    } else {
-      group = contiguous_groups(u, st, K, G, group_size);
-    }
+    std::vector<int32_t> group = column_groups(u, prefix + ".g_idx", st, K, G, group_size);
     u.ints(t), u.ints(zt);  // their dtypes, checked here
     Unpacker::Fill fill = [&u, tp = &t, zp = &zt, K, M, G, bits, per_word, mask, zero_offset,
                            g = group](std::vector<int16_t>& qz) {
@@ -402,14 +401,7 @@ void unpack_packed(Unpacker& u, int bits, int64_t group_size) {
       u.bad(t, fmt::format("expected [{}, {}] for a [{}, {}] weight", M, KW, M, K));
     const int64_t G = st.shape.size() == 2 ? st.shape[1] : 0;
     if (G <= 0) u.bad(st, fmt::format("expected [{}, groups]", M));
-    std::vector<int32_t> group(static_cast<size_t>(K));
-    if (const TensorInfo* gi = u.find(prefix + ".weight_g_idx")) {
-      u.dropped.insert(gi->name);
-      if (gi->shape != std::vector<int64_t>{K}) u.bad(*gi, fmt::format("expected [{}]", K));
-      group = u.ints(*gi);
-    } else {
-      group = contiguous_groups(u, st, K, G, group_size);
-    }
+    std::vector<int32_t> group = column_groups(u, prefix + ".weight_g_idx", st, K, G, group_size);
     const TensorInfo* zt = u.find(prefix + ".weight_zero_point");  // [⌈M / per_word⌉, G], rows packed
     if (zt) {
       u.dropped.insert(zt->name);

@@ -7,10 +7,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "source_paths.hpp"
 
 namespace kiln::test {
@@ -22,6 +24,16 @@ inline std::string fixtures_dir() {
 }
 
 inline std::string fixture(const std::string& rel) { return fixtures_dir() + "/" + rel; }
+
+/** The message of the kiln::HostError `fn` throws ("" when it throws none). */
+inline std::string host_error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const HostError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 /** The 40 greedy ids from BOS that stories260K/EXPECTED_GREEDY.txt records (empty when missing). */
 inline std::vector<int32_t> stories260k_expected_greedy() {

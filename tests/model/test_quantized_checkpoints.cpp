@@ -20,6 +20,7 @@
 
 using namespace kiln;
 using namespace kiln::model;
+using kiln::test::host_error_of;
 using kiln::test::TempDir;
 using namespace kiln::test::quant;
 
@@ -35,15 +36,6 @@ void write_checkpoint(const TempDir& dir, const std::vector<WriterTensor>& ts, c
   const std::string cfg = "{\"model_type\":\"qwen3\",\"torch_dtype\":\"" + dtype + "\"" +
                           (quant.empty() ? "" : ",\"quantization_config\":" + quant) + "}";
   write_file(dir.str() + "/config.json", std::vector<uint8_t>(cfg.begin(), cfg.end()));
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const kiln::HostError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 WriterTensor plain(const std::string& name, std::vector<int64_t> shape) {
@@ -224,7 +216,7 @@ TEST(QuantizedCheckpoint, GroupsFollowGroupSizeWithAPartialLastGroup) {
   TempDir dir2;  // three groups where group_size 128 makes two
   IntQuant three = random_quant(8, 192, 64, 4, false, 32, 1);
   write_checkpoint(dir2, gptq_tensors("x", three, true, false), R"({"quant_method":"gptq","bits":4,"group_size":128})");
-  EXPECT_NE(error_of([&] { Checkpoint::open(dir2.str()); }).find("group_size 128 over 192 input columns makes 2"),
+  EXPECT_NE(host_error_of([&] { Checkpoint::open(dir2.str()); }).find("group_size 128 over 192 input columns makes 2"),
             std::string::npos);
 }
 
@@ -298,7 +290,7 @@ TEST(QuantizedCheckpoint, WhatIsNotReadIsNamed) {
   auto open_with = [&](const std::vector<WriterTensor>& ts, const std::string& quant) {
     TempDir dir;
     write_checkpoint(dir, ts, quant);
-    return error_of([&] { Checkpoint::open(dir.str()); });
+    return host_error_of([&] { Checkpoint::open(dir.str()); });
   };
   EXPECT_NE(
       open_with({plain("x.weight", {4, 4})}, R"({"quant_method":"bitsandbytes"})").find("'bitsandbytes' is not read"),
@@ -328,5 +320,5 @@ TEST(QuantizedCheckpoint, WhatIsNotReadIsNamed) {
   // FP8 bytes with nothing saying how to scale them.
   TempDir dir;
   write_checkpoint(dir, {{"x.weight", DType::u8, {2, 2}, {0x38, 0x38, 0x38, 0x38}}}, "");
-  EXPECT_NE(error_of([&] { Checkpoint::open(dir.str()); }).find("no quantization_config"), std::string::npos);
+  EXPECT_NE(host_error_of([&] { Checkpoint::open(dir.str()); }).find("no quantization_config"), std::string::npos);
 }

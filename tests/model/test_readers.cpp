@@ -15,6 +15,7 @@
 using namespace kiln;
 using namespace kiln::model;
 using kiln::test::fixture;
+using kiln::test::host_error_of;
 using kiln::test::TempDir;
 
 namespace {
@@ -29,15 +30,6 @@ WriterTensor tensor(const std::string& name, DType t, std::vector<int64_t> shape
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const kiln::HostError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -66,7 +58,7 @@ TEST(Safetensors, MalformedFilesGiveClearErrors) {
   // Every truncation is an error, never a crash.
   for (size_t n = 0; n < good.size(); ++n) {
     write_file(dir / "cut.safetensors", std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(n)));
-    const std::string e = error_of([&] { SafetensorsFile::open(dir / "cut.safetensors"); });
+    const std::string e = host_error_of([&] { SafetensorsFile::open(dir / "cut.safetensors"); });
     EXPECT_NE(e.find("[safetensors]"), std::string::npos) << "length " << n;
     EXPECT_NE(e.find("cut.safetensors"), std::string::npos) << e;
   }
@@ -76,7 +68,7 @@ TEST(Safetensors, MalformedFilesGiveClearErrors) {
     for (char ch : h) b.push_back(static_cast<uint8_t>(ch));
     b.resize(b.size() + 64, 0);
     write_file(dir / "h.safetensors", b);
-    return error_of([&] { SafetensorsFile::open(dir / "h.safetensors"); });
+    return host_error_of([&] { SafetensorsFile::open(dir / "h.safetensors"); });
   };
   EXPECT_NE(with_header("{nope").find("not a JSON object"), std::string::npos);
   EXPECT_NE(with_header(R"({"w":{"dtype":"F8_E5M2","shape":[2],"data_offsets":[0,2]}})").find("F8_E5M2"),
@@ -114,7 +106,8 @@ TEST(HfCheckpoint, ShardedWithIndexAndGenerationConfig) {
 
   // A shard named in the index but missing is named in the error.
   std::filesystem::remove(dir / "model-00002-of-00002.safetensors");
-  EXPECT_NE(error_of([&] { Checkpoint::open(dir.str()); }).find("model-00002-of-00002.safetensors"), std::string::npos);
+  EXPECT_NE(host_error_of([&] { Checkpoint::open(dir.str()); }).find("model-00002-of-00002.safetensors"),
+            std::string::npos);
 }
 
 TEST(HfCheckpoint, NestedTextConfigWins) {
@@ -134,13 +127,13 @@ TEST(HfCheckpoint, NestedTextConfigWins) {
 TEST(HfCheckpoint, MissingConfigAndAmbiguousWeights) {
   TempDir dir;
   write_safetensors(dir / "a.safetensors", {tensor("w", DType::f32, {2})});
-  EXPECT_NE(error_of([&] { Checkpoint::open(dir.str()); }).find("no config.json"), std::string::npos);
+  EXPECT_NE(host_error_of([&] { Checkpoint::open(dir.str()); }).find("no config.json"), std::string::npos);
   write_text(dir / "config.json", R"({"model_type":"llama"})");
   write_safetensors(dir / "b.safetensors", {tensor("w", DType::f32, {2})});
-  EXPECT_NE(error_of([&] { Checkpoint::open(dir.str()); }).find("2 .safetensors files"), std::string::npos);
+  EXPECT_NE(host_error_of([&] { Checkpoint::open(dir.str()); }).find("2 .safetensors files"), std::string::npos);
   // Naming the file resolves it.
   EXPECT_EQ(Checkpoint::open(dir / "a.safetensors").tensors().size(), 1u);
-  EXPECT_NE(error_of([&] { Checkpoint::open(dir / "nothing-here"); }).find("does not exist"), std::string::npos);
+  EXPECT_NE(host_error_of([&] { Checkpoint::open(dir / "nothing-here"); }).find("does not exist"), std::string::npos);
 }
 
 TEST(CheckWeights, MismatchesNameTensorShapesDtypesAndFile) {
@@ -155,7 +148,7 @@ TEST(CheckWeights, MismatchesNameTensorShapesDtypesAndFile) {
   EXPECT_EQ(ok[0], std::vector<const TensorInfo*>{c.find("a")});
   EXPECT_TRUE(ok[1].empty());
   EXPECT_EQ(ok[2].size(), 1u);  // BF16 accepted: the host converts
-  const std::string e = error_of([&] {
+  const std::string e = host_error_of([&] {
     check_weights(c, {{"a", KILN_DTYPE_ANY, {4, 9}, false},
                       {"b", KILN_DTYPE_F16, {8}, false},
                       {"missing.weight", KILN_DTYPE_ANY, {2, 2}, false}});
@@ -228,7 +221,7 @@ TEST(Gguf, EveryTruncationAndCorruptionIsAnError) {
   // The last 30 bytes are alignment padding after the 34-byte Q8_0 tensor; cutting them is harmless.
   for (size_t n = 0; n < good.size() - 30; ++n) {
     write_file(dir / "cut.gguf", std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(n)));
-    const std::string e = error_of([&] { GgufFile::open(dir / "cut.gguf"); });
+    const std::string e = host_error_of([&] { GgufFile::open(dir / "cut.gguf"); });
     EXPECT_NE(e.find("[gguf]"), std::string::npos) << "length " << n << ": " << e;
   }
   // Random single-byte corruptions of the header region: error or success, never a crash.
@@ -245,7 +238,7 @@ TEST(Gguf, EveryTruncationAndCorruptionIsAnError) {
   auto bad = good;
   bad[0] = 'X';
   write_file(dir / "magic.gguf", bad);
-  EXPECT_NE(error_of([&] { GgufFile::open(dir / "magic.gguf"); }).find("not a GGUF file"), std::string::npos);
+  EXPECT_NE(host_error_of([&] { GgufFile::open(dir / "magic.gguf"); }).find("not a GGUF file"), std::string::npos);
 }
 
 namespace {
@@ -268,7 +261,7 @@ std::vector<uint8_t> gguf_with_type(std::initializer_list<int64_t> shape, uint8_
 TEST(Gguf, UnsupportedTensorTypeIsNamed) {
   TempDir dir;
   write_file(dir / "k.gguf", gguf_with_type({1, 256}, 16));  // IQ2_XXS
-  const std::string e = error_of([&] { GgufFile::open(dir / "k.gguf"); });
+  const std::string e = host_error_of([&] { GgufFile::open(dir / "k.gguf"); });
   EXPECT_NE(e.find("IQ2_XXS"), std::string::npos) << e;
   EXPECT_NE(e.find("'w'"), std::string::npos) << e;
 }
@@ -298,7 +291,7 @@ TEST(Gguf, BlockFormatsReadAsTheyAreStored) {
 TEST(Gguf, QuantizedRowsThatAreNotWholeBlocksAreNamed) {
   TempDir dir;
   write_file(dir / "k.gguf", gguf_with_type({8, 32}, 12));  // Q4_K: 256 values per block
-  const std::string e = error_of([&] { GgufFile::open(dir / "k.gguf"); });
+  const std::string e = host_error_of([&] { GgufFile::open(dir / "k.gguf"); });
   EXPECT_NE(e.find("'w' q4_K has rows of 32 values"), std::string::npos) << e;
   EXPECT_NE(e.find("256-value blocks"), std::string::npos) << e;
 }
@@ -344,7 +337,7 @@ TEST(CheckWeights, StackedPiecesAreFoundCheckedAndNamed) {
   ASSERT_EQ(got[0].size(), 3u);
   EXPECT_EQ(got[0][2]->name, "e.2.w");
   EXPECT_TRUE(got[1].empty());
-  const std::string e = error_of([&] {
+  const std::string e = host_error_of([&] {
     check_weights(c, {{"e.{}.w", KILN_DTYPE_ANY, {4, 3, 32}, false, false, 4},
                       {"f.{}.w", KILN_DTYPE_ANY, {2, -1, 32}, false, false, 2}});
   });
