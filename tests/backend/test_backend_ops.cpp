@@ -556,7 +556,8 @@ std::vector<Case> cases_moe() {
                                                                                        {2, 151936, 331, 257},
                                                                                        {3, 151936, 64, 0},
                                                                                        {2, 262144, 1, 0}})
-    c.push_back({fmt::format("top_k values N{} E{} k{}{}", rows, e, k, levels ? " ties" : ""), 0.0, [=](OpGraph& g) {
+    c.push_back({fmt::format("top_k values N{} E{} k{}{}", rows, e, k, levels ? " ties" : ""), 0.0,
+                 [ties, rows = rows, e = e, k = k, levels = levels](OpGraph& g) {
                    const uint32_t x = levels ? g.f32_values({rows, e}, ties(rows * e, levels, static_cast<uint32_t>(e)))
                                              : g.f32({rows, e}, -30, 30);
                    g.output(g.op(KILN_OP_TOP_K, {x}, params([k](auto& p) {
@@ -566,7 +567,7 @@ std::vector<Case> cases_moe() {
                  }});
   // NaN ranks below -inf on every device (a corrupt logits row gives the same ids everywhere).
   for (auto [e, k] : std::vector<std::pair<int64_t, int>>{{40, 38}, {3000, 80}})
-    c.push_back({fmt::format("top_k values E{} k{} with NaN", e, k), 0.0, [=, e = e, k = k](OpGraph& g) {
+    c.push_back({fmt::format("top_k values E{} k{} with NaN", e, k), 0.0, [ties, e = e, k = k](OpGraph& g) {
                    std::vector<float> v = ties(2 * e, 9, 5);
                    for (size_t i = 0; i < v.size(); i += 7) v[i] = std::nanf("");
                    v[3] = -std::numeric_limits<float>::infinity();
