@@ -14,6 +14,12 @@ namespace {
 
 using json = OrderedJson;  // objects in the client's key order
 
+/** A client's string field, "" when absent or not a string (json::value would throw a type_error). */
+std::string str_of(const json& o, const char* key) {
+  const auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 struct Refusal {
   ApiError e;
 };
@@ -52,7 +58,7 @@ std::string text_of_blocks(const json& content, const std::string& where) {
   for (size_t j = 0; j < content.size(); ++j) {
     const json& b = content[j];
     const std::string p = fmt::format("{}[{}]", where, j);
-    if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") || !b["text"].is_string())
+    if (!b.is_object() || str_of(b, "type") != "text" || !b.contains("text") || !b["text"].is_string())
       bad(p, fmt::format("'{}' must be a text block {{\"type\": \"text\", \"text\": ...}}", p));
     if (!out.empty()) out += "\n";
     out += b["text"].get<std::string>();
@@ -82,7 +88,7 @@ std::string strip_volatile(const std::string& text, const std::vector<std::regex
 void convert_message(const json& m, size_t i, json& out) {
   const std::string p = fmt::format("messages[{}]", i);
   if (!m.is_object()) bad(p, fmt::format("'{}' must be an object", p));
-  const std::string role = m.value("role", "");
+  const std::string role = str_of(m, "role");
   if (role != "user" && role != "assistant") bad(p + ".role", fmt::format("'{}.role' must be user or assistant", p));
   if (!m.contains("content")) bad(p + ".content", fmt::format("'{}.content' is required", p));
   const json& content = m["content"];
@@ -106,7 +112,7 @@ void convert_message(const json& m, size_t i, json& out) {
     } else if (type == "image" || type == "document") {
       bad(bp, fmt::format("'{}' is a {} block; this server serves text models and accepts text only", bp, type));
     } else if (type == "thinking" && role == "assistant") {
-      thinking += b.value("thinking", "");
+      thinking += str_of(b, "thinking");
     } else if (type == "redacted_thinking") {
       bad(bp, fmt::format("'{}': redacted_thinking blocks cannot be replayed to this model", bp));
     } else if (type == "tool_use" && role == "assistant") {
@@ -120,7 +126,7 @@ void convert_message(const json& m, size_t i, json& out) {
       if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string())
         bad(bp + ".tool_use_id", fmt::format("'{}.tool_use_id' must be a string", bp));
       std::string r = b.contains("content") ? text_of_blocks(b["content"], bp + ".content") : "";
-      if (b.value("is_error", false)) r = "Error: " + r;
+      if (const auto e = b.find("is_error"); e != b.end() && e->is_boolean() && e->get<bool>()) r = "Error: " + r;
       results.push_back({{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", r}});
     } else {
       bad(bp + ".type", fmt::format("'{}.type' {} is not supported in a {} message", bp, json(type).dump(), role));
@@ -183,7 +189,7 @@ json to_openai(const json& a, const std::vector<std::regex>& volatile_lines, boo
   }
   if (a.contains("tool_choice")) {
     const json& tc = a["tool_choice"];
-    const std::string type = tc.is_object() ? tc.value("type", "") : "";
+    const std::string type = tc.is_object() ? str_of(tc, "type") : "";
     if (type == "auto")
       o["tool_choice"] = "auto";
     else if (type == "none")
@@ -210,7 +216,7 @@ json to_openai(const json& a, const std::vector<std::regex>& volatile_lines, boo
   bool thinking = false;
   if (a.contains("thinking")) {
     const json& t = a["thinking"];
-    const std::string type = t.is_object() ? t.value("type", "") : "";
+    const std::string type = t.is_object() ? str_of(t, "type") : "";
     if (type != "enabled" && type != "disabled")
       bad("thinking", "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}");
     thinking = type == "enabled";
@@ -221,7 +227,7 @@ json to_openai(const json& a, const std::vector<std::regex>& volatile_lines, boo
         "{\"type\": \"auto\"} or disable thinking");
   o["chat_template_kwargs"] = {{"enable_thinking", thinking}};
   // A final assistant message is a prefill: the answer continues it rather than starting a turn.
-  if (a["messages"].back().is_object() && a["messages"].back().value("role", "") == "assistant") {
+  if (a["messages"].back().is_object() && str_of(a["messages"].back(), "role") == "assistant") {
     o["continue_final_message"] = true;
     o["add_generation_prompt"] = false;
   }

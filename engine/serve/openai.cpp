@@ -353,7 +353,7 @@ void parse_tool_choice(json& body, const json* tools, GenRequest& r) {
     for (const json& t : *tools) c.tools.push_back(spec_of(t));
     return set_constraint(r, std::move(c));
   }
-  if (!tc->is_object() || tc->value("type", "") != "function" || !tc->contains("function") ||
+  if (!tc->is_object() || !tc->contains("type") || (*tc)["type"] != "function" || !tc->contains("function") ||
       !(*tc)["function"].is_object() || !(*tc)["function"].contains("name") || !(*tc)["function"]["name"].is_string())
     bad("tool_choice",
         "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", \"function\": "
@@ -403,7 +403,7 @@ void parse_chat(json& body, GenRequest& r, const ServerConfig::Limits& lim) {
   if (tools)
     for (size_t i = 0; i < tools->size(); ++i) {
       const json& t = (*tools)[i];
-      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+      if (!t.is_object() || !t.contains("type") || t["type"] != "function" || !t.contains("function") ||
           !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string())
         bad(fmt::format("tools[{}]", i), fmt::format("'tools[{}]' must be {{\"type\": \"function\", \"function\": "
                                                      "{{\"name\": ..., \"parameters\": ...}}}}",

@@ -203,6 +203,18 @@ TEST(Messages, ErrorsHaveAnthropicsShapeAndNameTheField) {
   stops["stop_sequences"] = "x";
   expect(stops, 400, "invalid_request_error", "stop");
   expect(json("{\"max_tokens\": 4, \"messages\": [}"), 400, "invalid_request_error", "not valid JSON");
+  // Fields of the wrong JSON type are 400s naming them, not 500s (a fuzzer found role: {...}).
+  json role = ok;
+  role["messages"][0]["role"] = {{"type", "object"}};
+  expect(role, 400, "invalid_request_error", "messages[0].role");
+  json block_type = ok;
+  block_type["system"] = {{{"type", 7}, {"text", "s"}}};
+  expect(block_type, 400, "invalid_request_error", "system");
+  json tool_result = ok;
+  tool_result["messages"] = {
+      {{"role", "user"},
+       {"content", {{{"type", "tool_result"}, {"tool_use_id", "t"}, {"content", "r"}, {"is_error", "yes"}}}}}};
+  EXPECT_NE(post(tool_result.dump()).first, 500);
   // Unknown fields, metadata and beta headers are accepted.
   json extra = ok;
   extra["metadata"] = {{"user_id", "u1"}};
