@@ -117,11 +117,13 @@ Row measure(const std::string& name, const kiln::Component* reasoning, const kil
     for (auto t : toks) {
       events.clear();
       p.feed(t, events);
-      for (const auto& e : events) sink += mapper.on_event(e).size();
+      for (const auto& e : events)
+        if (auto d = mapper.on_event(e)) sink += kiln::parse::delta_json(*d).size();  // as far as the wire
     }
     events.clear();
     p.finish(events);
-    for (const auto& e : events) sink += mapper.on_event(e).size();
+    for (const auto& e : events)
+      if (auto d = mapper.on_event(e)) sink += kiln::parse::delta_json(*d).size();  // as far as the wire
   });
   if (sink == 0) fmt::print("(no events?)\n");
   return {name, stream.size() / whole / 1e6, per_token / toks.size() * 1e6, parser_only / toks.size() * 1e6,

@@ -94,10 +94,12 @@ int run(const std::vector<std::string>& argv) {
     parse::EventMapper mapper{parse::CallIds(seed)};
     parse::AssistantMessage rebuilt;
     std::vector<ParseEvent> events;
-    auto send = [&](const std::string& delta) {
-      if (delta.empty()) return;
-      if (args.flag("--deltas")) fmt::print("{}\n", delta);
-      parse::apply_delta(delta, rebuilt);
+    // Each delta goes through its wire text, as a client receives it.
+    auto send = [&](const std::optional<parse::Delta>& delta) {
+      if (!delta) return;
+      const std::string text = parse::delta_json(*delta);
+      if (args.flag("--deltas")) fmt::print("{}\n", text);
+      parse::apply_delta(text, rebuilt);
     };
     for (size_t i = 0; i < input.size(); i += split) {
       events.clear();

@@ -1,7 +1,5 @@
 #include "parse/event_mapper.hpp"
 
-#include <kiln/json_escape.hpp>
-#include <kiln/utf8.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -11,21 +9,6 @@ namespace {
 
 using OJson = nlohmann::ordered_json;
 constexpr int kContent = -2, kReasoning = -1;
-
-std::string dump(const OJson& j) { return j.dump(-1, ' ', false, OJson::error_handler_t::replace); }
-
-/**
- * Appends `s` as a JSON string. Deltas are built by hand (one per generated token, so this is the
- * hot path) with the SDK's escaper, the one the parser plugins write arguments with; text that is
- * not valid UTF-8 goes through nlohmann's U+FFFD replacement instead.
- */
-void append_string(std::string& out, std::string_view s) {
-  if (!utf8::is_valid(s)) {
-    out += dump(OJson(std::string(s)));
-    return;
-  }
-  append_json_string(out, s);
-}
 
 /** Length of `s` without an incomplete UTF-8 sequence at its end. */
 size_t complete_utf8(std::string_view s) {
@@ -51,30 +34,22 @@ std::string CallIds::next() {
   return id;
 }
 
-std::string EventMapper::delta_for(int channel, const std::string& text, bool final) {
+std::optional<Delta> EventMapper::delta_for(int channel, const std::string& text, bool final) {
   std::string& held = held_[channel];
   held += text;
   size_t n = final ? held.size() : complete_utf8(held);
-  if (n == 0) return {};
-  std::string_view part = std::string_view(held).substr(0, n);
-  std::string d;
-  d.reserve(part.size() + 64);
-  if (channel == kContent) {
-    d += "{\"content\":";
-  } else if (channel == kReasoning) {
-    d += "{\"reasoning_content\":";
-  } else {
-    d += "{\"tool_calls\":[{\"index\":";
-    d += std::to_string(channel);
-    d += ",\"function\":{\"arguments\":";
-  }
-  append_string(d, part);
-  d += channel >= 0 ? "}}]}" : "}";
+  if (n == 0) return std::nullopt;
+  Delta d;
+  d.kind = channel == kContent     ? Delta::Kind::content
+           : channel == kReasoning ? Delta::Kind::reasoning
+                                   : Delta::Kind::call_arguments;
+  if (channel >= 0) d.call = static_cast<uint32_t>(channel);
+  d.text = held.substr(0, n);
   held.erase(0, n);
   return d;
 }
 
-std::string EventMapper::on_event(const ParseEvent& e) {
+std::optional<Delta> EventMapper::on_event(const ParseEvent& e) {
   switch (e.kind) {
     case KILN_EVENT_CONTENT:
       message_.content += e.text;
@@ -88,13 +63,9 @@ std::string EventMapper::on_event(const ParseEvent& e) {
                     e.tool_index, message_.tool_calls.size());
       if (e.name.empty()) throw_error("[parse] parser started tool call {} without a function name", e.tool_index);
       ToolCall call{e.id.empty() ? ids_.next() : e.id, e.name, ""};
-      OJson d = OJson::object();
-      d["tool_calls"] = OJson::array({{{"index", e.tool_index},
-                                       {"id", call.id},
-                                       {"type", "function"},
-                                       {"function", {{"name", call.name}, {"arguments", ""}}}}});
+      Delta d{Delta::Kind::call_start, "", e.tool_index, call.id, call.name};
       message_.tool_calls.push_back(std::move(call));
-      return dump(d);
+      return d;
     }
     case KILN_EVENT_TOOL_CALL_ARGS:
       if (e.tool_index >= message_.tool_calls.size())
@@ -105,10 +76,11 @@ std::string EventMapper::on_event(const ParseEvent& e) {
   throw_error("[parse] parser sent an event of unknown kind {}", static_cast<int>(e.kind));
 }
 
-std::vector<std::string> EventMapper::flush() {
-  std::vector<std::string> out;
+std::vector<Delta> EventMapper::flush() {
+  std::vector<Delta> out;
   for (auto& [channel, held] : held_)
-    if (!held.empty()) out.push_back(delta_for(channel, "", true));
+    if (!held.empty())
+      if (auto d = delta_for(channel, "", true)) out.push_back(std::move(*d));
   return out;
 }
 

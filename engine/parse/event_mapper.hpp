@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,20 +35,19 @@ class EventMapper {
   explicit EventMapper(CallIds ids = CallIds()) : ids_(std::move(ids)) {}
 
   /**
-   * Maps one event to the JSON text of a delta object (`{"content": "..."}`,
-   * `{"reasoning_content": "..."}`, `{"tool_calls": [{"index", "id", "type", "function": {"name",
-   * "arguments": ""}}]}` for a call start, `{"tool_calls": [{"index", "function": {"arguments"}}]}`
-   * for a fragment) and records it in message(). Throws HostError when the parser broke the event
-   * contract (arguments before a start, indices out of order).
+   * Maps one event to a delta (none when all its text is held back, below) and records it in
+   * message(). Throws HostError when the parser broke the event contract (arguments before a start,
+   * indices out of order).
    */
-  std::string on_event(const ParseEvent& event);
+  std::optional<Delta> on_event(const ParseEvent& event);
 
   /**
-   * Text is sent only in whole UTF-8 characters (a delta is JSON, so a character split across
-   * two parser deltas is held back until complete). Returns the deltas still held at end of stream
-   * (incomplete characters, sent with U+FFFD replacement); call once after the last event.
+   * Text is sent only in whole UTF-8 characters (deltas reach the client as JSON, so a character
+   * split across two parser deltas is held back until complete). Returns the deltas still held at
+   * end of stream (incomplete characters, which the writers send as U+FFFD); call once after the
+   * last event.
    */
-  std::vector<std::string> flush();
+  std::vector<Delta> flush();
 
   const AssistantMessage& message() const { return message_; }
 
@@ -58,7 +58,7 @@ class EventMapper {
   std::vector<std::string> check() const;
 
  private:
-  std::string delta_for(int channel, const std::string& text, bool final);
+  std::optional<Delta> delta_for(int channel, const std::string& text, bool final);
 
   CallIds ids_;
   AssistantMessage message_;

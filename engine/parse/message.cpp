@@ -1,5 +1,7 @@
 #include "parse/message.hpp"
 
+#include <kiln/json_escape.hpp>
+#include <kiln/utf8.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -7,6 +9,69 @@
 namespace kiln::parse {
 
 using OJson = nlohmann::ordered_json;
+
+namespace {
+
+/**
+ * Appends `s` as a JSON string. Deltas are written by hand (one per generated token, so this is the
+ * hot path) with the SDK's escaper, the one the parser plugins write arguments with; text that is
+ * not valid UTF-8 goes through nlohmann's U+FFFD replacement instead.
+ */
+void append_string(std::string& out, std::string_view s) {
+  if (!utf8::is_valid(s)) {
+    out += OJson(std::string(s)).dump(-1, ' ', false, OJson::error_handler_t::replace);
+    return;
+  }
+  append_json_string(out, s);
+}
+
+}  // namespace
+
+std::string delta_json(const Delta& d) {
+  std::string out;
+  out.reserve(d.text.size() + d.id.size() + d.name.size() + 96);
+  switch (d.kind) {
+    case Delta::Kind::content:
+    case Delta::Kind::reasoning:
+      out += d.kind == Delta::Kind::content ? "{\"content\":" : "{\"reasoning_content\":";
+      append_string(out, d.text);
+      out += "}";
+      break;
+    case Delta::Kind::call_start:
+      out += "{\"tool_calls\":[{\"index\":" + std::to_string(d.call) + ",\"id\":";
+      append_string(out, d.id);
+      out += ",\"type\":\"function\",\"function\":{\"name\":";
+      append_string(out, d.name);
+      out += ",\"arguments\":\"\"}}]}";
+      break;
+    case Delta::Kind::call_arguments:
+      out += "{\"tool_calls\":[{\"index\":" + std::to_string(d.call) + ",\"function\":{\"arguments\":";
+      append_string(out, d.text);
+      out += "}}]}";
+      break;
+  }
+  return out;
+}
+
+void apply_delta(const Delta& d, AssistantMessage& m) {
+  switch (d.kind) {
+    case Delta::Kind::content:
+      m.content += d.text;
+      return;
+    case Delta::Kind::reasoning:
+      m.reasoning_content += d.text;
+      return;
+    case Delta::Kind::call_start:
+      if (d.call != m.tool_calls.size())
+        throw_error("[parse] tool call {} started but {} calls exist", d.call, m.tool_calls.size());
+      m.tool_calls.push_back({d.id, d.name, ""});
+      return;
+    case Delta::Kind::call_arguments:
+      if (d.call >= m.tool_calls.size()) throw_error("[parse] arguments for tool call {} before its start", d.call);
+      m.tool_calls[d.call].arguments += d.text;
+      return;
+  }
+}
 
 std::string message_json(const AssistantMessage& m, int indent) {
   auto text = [](const std::string& s) { return s.empty() ? OJson(nullptr) : OJson(s); };

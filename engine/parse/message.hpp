@@ -2,6 +2,7 @@
 // application of streaming deltas (what an OpenAI client does with `choices[0].delta`).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,31 @@ std::string message_json(const AssistantMessage& message, int indent = -1);
 
 /** "tool_calls" when the message has calls, else "length" when generation was cut, else "stop". */
 const char* finish_reason(const AssistantMessage& message, bool length_limited = false);
+
+/**
+ * One streaming delta of an assistant message, before any wire format: the writers turn it into an
+ * OpenAI `choices[].delta` or Anthropic content-block events. Text is whole UTF-8 characters except
+ * at the end of a stream (see EventMapper::flush).
+ */
+struct Delta {
+  enum class Kind : uint8_t { content, reasoning, call_start, call_arguments };
+  Kind kind = Kind::content;
+  std::string text;      ///< content or reasoning text, or a fragment of a call's arguments
+  uint32_t call = 0;     ///< call_start, call_arguments: the call's index (0, 1, 2, ...)
+  std::string id, name;  ///< call_start: the call's id and function name
+  bool operator==(const Delta&) const = default;
+};
+
+/**
+ * The OpenAI `choices[].delta` object of a delta, as JSON text: `{"content": ...}`,
+ * `{"reasoning_content": ...}`, `{"tool_calls": [{"index", "id", "type": "function", "function":
+ * {"name", "arguments": ""}}]}` for a call start, `{"tool_calls": [{"index", "function":
+ * {"arguments"}}]}` for a fragment. Invalid UTF-8 becomes U+FFFD.
+ */
+std::string delta_json(const Delta& delta);
+
+/** Folds a delta into a message (what a client does with the delta's JSON). */
+void apply_delta(const Delta& delta, AssistantMessage& message);
 
 /**
  * Applies one streaming delta (the JSON object text of `choices[0].delta`) the way an OpenAI client

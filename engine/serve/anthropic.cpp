@@ -315,9 +315,8 @@ std::optional<ApiRequest> parse_messages(std::string_view body, const ModelLooku
                                          const ServerConfig::Limits& limits,
                                          const std::vector<std::regex>& volatile_lines, ApiError* error) {
   return refused_to(error, [&]() -> std::optional<ApiRequest> {
-    const json a = parse_lenient(body);
-    const std::string openai = to_openai(a, volatile_lines, true).dump();
-    std::optional<ApiRequest> r = parse_request(openai, true, lookup, limits, error);
+    std::optional<ApiRequest> r =
+        parse_request_body(to_openai(parse_lenient(body), volatile_lines, true), true, lookup, limits, error);
     if (!r && error->param == "stop") error->param = "stop_sequences";
     return r;
   });
@@ -329,11 +328,11 @@ std::optional<std::string> count_tokens(std::string_view body, const ModelLookup
   return refused_to(error, [&]() -> std::optional<std::string> {
     json o = to_openai(parse_lenient(body), volatile_lines, false);
     o["max_tokens"] = 1;
-    std::optional<ApiRequest> r = parse_request(o.dump(), true, lookup, limits, error);
+    std::optional<ApiRequest> r = parse_request_body(std::move(o), true, lookup, limits, error);
     if (!r) return std::nullopt;
     std::vector<int32_t> ids;
     try {
-      ids = r->model->encode_chat(r->gen->chat_body);
+      ids = r->model->encode_chat(*r->gen->chat_input);
     } catch (const std::exception& e) {
       bad("messages", e.what());
     }
@@ -368,8 +367,9 @@ struct MessagesWriter::State {
     return fmt::format("event: {}\ndata: {}\n\n", type, data.dump(-1, ' ', false, json::error_handler_t::replace));
   }
 
-  /** Folds one OpenAI delta into the blocks; returns its stream events. */
-  std::string on_delta(const json& d) {
+  /** Folds one delta into the blocks; returns its stream events. */
+  std::string on_delta(const parse::Delta& d) {
+    using Kind = parse::Delta::Kind;
     std::string out;
     auto start = [&](Block b) {
       if (open >= 0) out += event("content_block_stop", {{"index", open}});
@@ -382,27 +382,28 @@ struct MessagesWriter::State {
                                        : json{{"type", "text"}, {"text", ""}};
       out += event("content_block_start", {{"index", open}, {"content_block", cb}});
     };
-    auto text_delta = [&](const char* type, const std::string& t) {
-      if (open < 0 || blocks[static_cast<size_t>(open)].type != type) start({type, "", "", ""});
-      blocks[static_cast<size_t>(open)].text += t;
-      const bool thinking = std::string_view(type) == "thinking";
-      out += event("content_block_delta", {{"index", open},
-                                           {"delta", thinking ? json{{"type", "thinking_delta"}, {"thinking", t}}
-                                                              : json{{"type", "text_delta"}, {"text", t}}}});
-    };
-    if (auto it = d.find("reasoning_content"); it != d.end() && it->is_string()) text_delta("thinking", *it);
-    if (auto it = d.find("content"); it != d.end() && it->is_string()) text_delta("text", *it);
-    if (auto it = d.find("tool_calls"); it != d.end() && it->is_array())
-      for (const json& c : *it) {
-        const json f = c.value("function", json::object());
-        if (c.contains("id")) start({"tool_use", "", c["id"].get<std::string>(), f.value("name", "")});
-        const std::string args = f.value("arguments", "");
-        if (!args.empty() && open >= 0) {
-          blocks[static_cast<size_t>(open)].text += args;
-          out += event("content_block_delta",
-                       {{"index", open}, {"delta", {{"type", "input_json_delta"}, {"partial_json", args}}}});
-        }
+    switch (d.kind) {
+      case Kind::content:
+      case Kind::reasoning: {
+        const bool thinking = d.kind == Kind::reasoning;
+        const char* type = thinking ? "thinking" : "text";
+        if (open < 0 || blocks[static_cast<size_t>(open)].type != type) start({type, "", "", ""});
+        blocks[static_cast<size_t>(open)].text += d.text;
+        out += event("content_block_delta", {{"index", open},
+                                             {"delta", thinking ? json{{"type", "thinking_delta"}, {"thinking", d.text}}
+                                                                : json{{"type", "text_delta"}, {"text", d.text}}}});
+        break;
       }
+      case Kind::call_start:
+        start({"tool_use", "", d.id, d.name});
+        break;
+      case Kind::call_arguments:
+        if (d.text.empty() || open < 0) break;
+        blocks[static_cast<size_t>(open)].text += d.text;
+        out += event("content_block_delta",
+                     {{"index", open}, {"delta", {{"type", "input_json_delta"}, {"partial_json", d.text}}}});
+        break;
+    }
     return out;
   }
 
@@ -445,7 +446,7 @@ std::string MessagesWriter::ping() {
 }
 
 void MessagesWriter::absorb(const Piece& p) {
-  for (const std::string& d : p.deltas) st_->on_delta(json::parse(d, nullptr, false));  // events unused
+  for (const parse::Delta& d : p.deltas) st_->on_delta(d);  // events unused
   if (p.finish != Finish::none) st_->finish = p.finish;
   if (!p.stop_sequence.empty()) st_->stop_sequence = p.stop_sequence;
   if (!p.error.empty()) st_->error = p.error;
@@ -475,7 +476,7 @@ std::string MessagesWriter::stream_piece(const Piece& p) {
     st_->error = p.error;
     return out;
   }
-  for (const std::string& d : p.deltas) out += st_->on_delta(json::parse(d, nullptr, false));
+  for (const parse::Delta& d : p.deltas) out += st_->on_delta(d);
   if (p.finish != Finish::none) st_->finish = p.finish;
   if (!p.stop_sequence.empty()) st_->stop_sequence = p.stop_sequence;
   return out;

@@ -3,12 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include "core/json_ordered.hpp"
-
 namespace kiln::serve {
 namespace {
-
-using json = OrderedJson;  // objects in the client's key order
 
 constexpr std::string_view kOpen = "\xEF\xB7\x90";   // U+FDD0
 constexpr std::string_view kClose = "\xEF\xB7\x91";  // U+FDD1
@@ -125,47 +121,6 @@ std::string mark(const std::string& s, const Controls& c) {
   return out;
 }
 
-void mark_all(json& v, const Controls& c) {
-  if (v.is_string()) {
-    v = mark(v.get_ref<const std::string&>(), c);
-  } else if (v.is_array()) {
-    for (json& x : v) mark_all(x, c);
-  } else if (v.is_object()) {
-    json o = json::object();
-    for (auto& [k, x] : v.items()) {
-      mark_all(x, c);
-      // Keys that mark alike stay two here; the template's parse of this text keeps the first
-      // place and the last value, as one object would.
-      append_member(o, mark(k, c), std::move(x));
-    }
-    v = std::move(o);
-  }
-}
-
-/** Tool-call arguments sent as JSON text are parsed by the renderer (escapes decoded) after this
- *  runs, so they are parsed here first and their strings marked like any other. */
-void parse_tool_arguments(json& body) {
-  auto msgs = body.find("messages");
-  if (msgs == body.end() || !msgs->is_array()) return;
-  for (json& m : *msgs) {
-    if (!m.is_object()) continue;
-    auto calls = m.find("tool_calls");
-    if (calls == m.end() || !calls->is_array()) continue;
-    for (json& call : *calls) {
-      if (!call.is_object()) continue;
-      auto fn = call.find("function");
-      if (fn == call.end() || !fn->is_object()) continue;
-      auto args = fn->find("arguments");
-      if (args == fn->end() || !args->is_string()) continue;
-      try {
-        json parsed = parse_ordered_json(args->get_ref<const std::string&>());
-        if (parsed.is_object()) *args = std::move(parsed);
-      } catch (const json::exception&) {  // not JSON: the template sees the text
-      }
-    }
-  }
-}
-
 /** A mark at `i` (raw, or \u-escaped by a JSON filter with ensure_ascii): its length, else 0. */
 size_t mark_at(const std::string& t, size_t i, bool open) {
   const std::string_view rest(t.data() + i, t.size() - i);
@@ -179,11 +134,11 @@ size_t mark_at(const std::string& t, size_t i, bool open) {
 
 }  // namespace
 
-std::string mark_control_tokens(std::string_view request_json, const std::vector<std::string>& controls) {
-  json body = parse_ordered_json(request_json);
-  parse_tool_arguments(body);
-  mark_all(body, Controls(controls));
-  return body.dump();
+ChatInput mark_control_tokens(const ChatInput& chat, const std::vector<std::string>& controls) {
+  // Tool-call arguments sent as JSON text were parsed when the input was built, so their strings
+  // (escapes decoded) are marked like any other.
+  const Controls c(controls);
+  return chat.map_strings([&](const std::string& s) { return mark(s, c); });
 }
 
 std::vector<std::pair<size_t, size_t>> unmark_control_tokens(std::string& text, size_t longest) {

@@ -20,10 +20,12 @@
 #include <utility>
 #include <vector>
 
+#include "template/chat_input.hpp"
+
 namespace kiln::serve {
 
-/** The request JSON with each control token's text in its strings (keys included) marked. */
-std::string mark_control_tokens(std::string_view request_json, const std::vector<std::string>& controls);
+/** The chat with each control token's text in its strings (dict keys included) marked. */
+ChatInput mark_control_tokens(const ChatInput& chat, const std::vector<std::string>& controls);
 
 /** Removes the marks from a rendered prompt; returns the byte ranges they enclosed (sorted,
  *  disjoint). An unclosed mark covers what follows it up to `longest` bytes (the longest control

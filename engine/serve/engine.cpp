@@ -161,7 +161,7 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
                                 model_.name()),
                     "model");
       std::string text;
-      p->prompts.push_back(model_.encode_chat(r->chat_body, &text));
+      p->prompts.push_back(model_.encode_chat(*r->chat_input, &text));
       p->prompt_tail = text.substr(text.size() > 256 ? text.size() - 256 : 0);
     } else {
       for (const std::string& text : r->prompt_texts) p->prompts.push_back(model_.encode(text, true));
@@ -460,9 +460,9 @@ void Engine::emit_one(Choice& c) {
         if (!text.empty()) c.parsers->feed(text, events);
         if (last) c.parsers->finish(events);
         for (const ParseEvent& e : events)
-          if (std::string d = c.mapper->on_event(e); !d.empty()) piece.deltas.push_back(std::move(d));
+          if (auto d = c.mapper->on_event(e)) piece.deltas.push_back(std::move(*d));
         if (last)
-          for (std::string& d : c.mapper->flush()) piece.deltas.push_back(std::move(d));
+          for (parse::Delta& d : c.mapper->flush()) piece.deltas.push_back(std::move(d));
       } catch (const std::exception& e) {
         c.finish = Finish::error;
         c.error = fmt::format("the output parser failed: {}", e.what());

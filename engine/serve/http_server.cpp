@@ -438,9 +438,7 @@ void HttpServer::Impl::tokenize(const httplib::Request& req, httplib::Response& 
     if (body.contains("messages")) {
       if (!m->chat_template())
         return send_error(res, {400, "this model has no chat template", "messages", "invalid_request_error", ""});
-      json b = body;
-      b["add_generation_prompt"] = !body.contains("add_generation_prompt") || body["add_generation_prompt"] != false;
-      ids = m->encode_chat(b.dump());
+      ids = m->encode_chat(ChatInput::from_body(body));  // add_generation_prompt defaults to true
     } else if (body.contains("prompt") && body["prompt"].is_string()) {
       bool add_special = true;
       if (body.contains("add_special_tokens")) {

@@ -8,6 +8,7 @@
 
 #include "core/json_ordered.hpp"
 #include "serve/served_model.hpp"
+#include "template/chat_input.hpp"
 
 namespace kiln::serve {
 
@@ -417,8 +418,13 @@ void parse_chat(json& body, GenRequest& r, const ServerConfig::Limits& lim) {
   }
   if (tools && r.parse_tools) r.parser.tools_json = tools->dump();
   // The template sees the body as sent (messages, tools, chat_template_kwargs, ...).
-  body["add_generation_prompt"] = boolean(body, "add_generation_prompt").value_or(true);
-  r.chat_body = body.dump();
+  boolean(body, "add_generation_prompt");
+  boolean(body, "continue_final_message");
+  try {
+    r.chat_input = std::make_shared<const ChatInput>(ChatInput::from_body(body));
+  } catch (const TemplateError& e) {
+    bad("messages", e.message());
+  }
 }
 
 void parse_prompt(const json& body, GenRequest& r) {
@@ -494,6 +500,11 @@ std::optional<ApiRequest> parse_request(std::string_view text, bool chat, const 
     *error = {400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_request_error", ""};
     return std::nullopt;
   }
+  return parse_request_body(std::move(body), chat, lookup, limits, error);
+}
+
+std::optional<ApiRequest> parse_request_body(json body, bool chat, const ModelLookup& lookup,
+                                             const ServerConfig::Limits& limits, ApiError* error) {
   if (!body.is_object()) {
     *error = {400, "the request body must be a JSON object", "", "invalid_request_error", ""};
     return std::nullopt;
@@ -571,8 +582,11 @@ ResponseWriter::ResponseWriter(const ApiRequest& req, std::string model_name)
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                    .count()) {}
 
-std::string ResponseWriter::logprobs_json(const std::vector<sched::Sampled>& lps, size_t text_offset) const {
-  const text::Tokenizer* tok = req_.model->tokenizer();
+namespace {
+
+/** OpenAI's logprobs object of a chat choice or a completion choice (text_offset: where `lps` start in its text). */
+json logprobs_object(const ApiRequest& req, const std::vector<sched::Sampled>& lps, size_t text_offset) {
+  const text::Tokenizer* tok = req.model->tokenizer();
   // A token's text as it reads inside a text: decoded twice in a row minus decoded once, so that
   // decoders that strip a leading space at the start of a text (SentencePiece) keep it here.
   const auto piece = [&](int32_t id) {
@@ -588,7 +602,7 @@ std::string ResponseWriter::logprobs_json(const std::vector<sched::Sampled>& lps
     return b;
   };
   const auto finite = [](float v) { return std::isfinite(v) ? json(v) : json(-9999.0); };
-  if (req_.chat) {
+  if (req.chat) {
     json content = json::array();
     for (const sched::Sampled& s : lps) {
       const std::string t = piece(s.token);
@@ -599,7 +613,7 @@ std::string ResponseWriter::logprobs_json(const std::vector<sched::Sampled>& lps
       }
       content.push_back({{"token", t}, {"logprob", finite(s.logprob)}, {"bytes", bytes(t)}, {"top_logprobs", top}});
     }
-    return dump(json{{"content", content}, {"refusal", nullptr}});
+    return json{{"content", content}, {"refusal", nullptr}};
   }
   json tokens = json::array(), lp = json::array(), top = json::array(), offs = json::array();
   for (const sched::Sampled& s : lps) {
@@ -612,18 +626,40 @@ std::string ResponseWriter::logprobs_json(const std::vector<sched::Sampled>& lps
     offs.push_back(text_offset);
     text_offset += t.size();
   }
-  return dump(json{{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top}, {"text_offset", offs}});
+  return json{{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top}, {"text_offset", offs}};
 }
 
-std::string ResponseWriter::chunk(uint32_t index, const std::string& delta_or_text,
-                                  const std::vector<sched::Sampled>& lps, Finish finish, size_t text_offset,
-                                  const std::vector<int32_t>* ids) {
+/** A delta as OpenAI's `choices[].delta` object (parse::delta_json writes the same as text). */
+json delta_object(const parse::Delta& d) {
+  using Kind = parse::Delta::Kind;
+  switch (d.kind) {
+    case Kind::content:
+      return {{"content", d.text}};
+    case Kind::reasoning:
+      return {{"reasoning_content", d.text}};
+    case Kind::call_start:
+      return {{"tool_calls", json::array({{{"index", d.call},
+                                           {"id", d.id},
+                                           {"type", "function"},
+                                           {"function", {{"name", d.name}, {"arguments", ""}}}}})}};
+    case Kind::call_arguments:
+      return {{"tool_calls", json::array({{{"index", d.call}, {"function", {{"arguments", d.text}}}}})}};
+  }
+  return json::object();
+}
+
+}  // namespace
+
+std::string ResponseWriter::chunk(uint32_t index, const ChunkBody& body, const std::vector<sched::Sampled>& lps,
+                                  Finish finish, size_t text_offset, const std::vector<int32_t>* ids) {
   json c = {{"index", index}};
-  if (req_.chat)
-    c["delta"] = json::parse(delta_or_text);
+  if (!req_.chat)
+    c["text"] = body.text;
+  else if (body.role)
+    c["delta"] = {{"role", "assistant"}, {"content", ""}};
   else
-    c["text"] = delta_or_text;
-  c["logprobs"] = lps.empty() ? json(nullptr) : json::parse(logprobs_json(lps, text_offset));
+    c["delta"] = body.delta ? delta_object(*body.delta) : json::object();
+  c["logprobs"] = lps.empty() ? json(nullptr) : logprobs_object(req_, lps, text_offset);
   c["finish_reason"] = finish != Finish::none ? json(finish_reason(finish)) : json(nullptr);
   // return_token_ids, as vLLM streams them: the prompt's ids once (chat: on the response, at its
   // first chunk; completions: on each choice's first chunk), each chunk's own tokens on its choice.
@@ -662,20 +698,20 @@ std::string ResponseWriter::stream_piece(const Piece& p) {
   }
   if (req_.chat) {
     if (!co.role_sent) {
-      out += chunk(p.choice, R"({"role":"assistant","content":""})", {}, Finish::none);
+      out += chunk(p.choice, {nullptr, true, {}}, {}, Finish::none);
       co.role_sent = true;
     }
     for (size_t i = 0; i < p.deltas.size(); ++i)
-      out += chunk(p.choice, p.deltas[i], i == 0 ? p.logprobs : std::vector<sched::Sampled>{}, Finish::none, 0,
-                   i == 0 ? &p.token_ids : nullptr);
+      out += chunk(p.choice, {&p.deltas[i], false, {}}, i == 0 ? p.logprobs : std::vector<sched::Sampled>{},
+                   Finish::none, 0, i == 0 ? &p.token_ids : nullptr);
     if (p.deltas.empty() && (!p.logprobs.empty() || !p.token_ids.empty()))
-      out += chunk(p.choice, "{}", p.logprobs, Finish::none, 0, &p.token_ids);
-    if (p.finish != Finish::none) out += chunk(p.choice, "{}", {}, p.finish);
+      out += chunk(p.choice, {}, p.logprobs, Finish::none, 0, &p.token_ids);
+    if (p.finish != Finish::none) out += chunk(p.choice, {}, {}, p.finish);
   } else {
     if (!p.text.empty() || !p.logprobs.empty() || !p.token_ids.empty())
-      out += chunk(p.choice, p.text, p.logprobs, Finish::none, co.text.size(), &p.token_ids);
+      out += chunk(p.choice, {nullptr, false, p.text}, p.logprobs, Finish::none, co.text.size(), &p.token_ids);
     co.text += p.text;  // completions' text_offset counts from the start of the choice's text
-    if (p.finish != Finish::none) out += chunk(p.choice, "", {}, p.finish);
+    if (p.finish != Finish::none) out += chunk(p.choice, {}, {}, p.finish);
   }
   return out;
 }
@@ -702,7 +738,7 @@ std::string ResponseWriter::stream_end(const Usage& u) {
 void ResponseWriter::absorb(const Piece& p) {
   if (choices_.size() <= p.choice) choices_.resize(p.choice + 1);
   ChoiceOut& co = choices_[p.choice];
-  for (const std::string& d : p.deltas) parse::apply_delta(d, co.message);
+  for (const parse::Delta& d : p.deltas) parse::apply_delta(d, co.message);
   co.text += p.text;
   co.logprobs.insert(co.logprobs.end(), p.logprobs.begin(), p.logprobs.end());
   co.token_ids.insert(co.token_ids.end(), p.token_ids.begin(), p.token_ids.end());
@@ -715,12 +751,22 @@ std::string ResponseWriter::final_body(const Usage& u) const {
     const ChoiceOut& co = choices_[i];
     json c = {{"index", i}};
     if (req_.chat) {
-      c["message"] = json::parse(parse::message_json(co.message));
-      if (c["message"]["content"].is_null() && co.message.tool_calls.empty()) c["message"]["content"] = "";
+      const parse::AssistantMessage& m = co.message;
+      json msg = {{"role", "assistant"},
+                  {"content", m.content.empty() && !m.tool_calls.empty() ? json(nullptr) : json(m.content)},
+                  {"reasoning_content", m.reasoning_content.empty() ? json(nullptr) : json(m.reasoning_content)}};
+      if (!m.tool_calls.empty()) {
+        json calls = json::array();
+        for (const parse::ToolCall& tc : m.tool_calls)
+          calls.push_back(
+              {{"id", tc.id}, {"type", "function"}, {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
+        msg["tool_calls"] = std::move(calls);
+      }
+      c["message"] = std::move(msg);
     } else {
       c["text"] = co.text;
     }
-    c["logprobs"] = req_.gen->sampling.top_logprobs >= 0 ? json::parse(logprobs_json(co.logprobs, 0)) : json(nullptr);
+    c["logprobs"] = req_.gen->sampling.top_logprobs >= 0 ? logprobs_object(req_, co.logprobs, 0) : json(nullptr);
     c["finish_reason"] = finish_reason(co.finish != Finish::none ? co.finish : Finish::stop);
     if (req_.gen->return_token_ids) {  // vLLM's fields: completions carry their prompt on each choice
       if (!req_.chat) c["prompt_token_ids"] = prompt_ids_of(static_cast<uint32_t>(i));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,6 +50,9 @@ size_t json_depth(std::string_view text);
 /** Parses and checks a body; nullopt with `error` set when it is refused. */
 std::optional<ApiRequest> parse_request(std::string_view body, bool chat, const ModelLookup& lookup,
                                         const ServerConfig::Limits& limits, ApiError* error);
+/** The same for a body another route has already parsed and converted (the Anthropic one). */
+std::optional<ApiRequest> parse_request_body(nlohmann::ordered_json body, bool chat, const ModelLookup& lookup,
+                                             const ServerConfig::Limits& limits, ApiError* error);
 
 /** What one choice has produced so far (non-streaming answers are assembled from pieces). */
 struct ChoiceOut {
@@ -75,11 +79,17 @@ class ResponseWriter {
   std::string final_body(const Usage& u) const;
 
  private:
+  /** What a chunk's choice carries: chat's delta (`role`: the first chunk's role delta; neither:
+   *  an empty delta), or completions' text. */
+  struct ChunkBody {
+    const parse::Delta* delta = nullptr;
+    bool role = false;
+    std::string_view text;
+  };
   /** One chunk of choice `index` (whose ChoiceOut exists). `ids`: its tokens (return_token_ids). */
-  std::string chunk(uint32_t index, const std::string& delta_or_text, const std::vector<sched::Sampled>& lps,
-                    Finish finish, size_t text_offset = 0, const std::vector<int32_t>* ids = nullptr);
+  std::string chunk(uint32_t index, const ChunkBody& body, const std::vector<sched::Sampled>& lps, Finish finish,
+                    size_t text_offset = 0, const std::vector<int32_t>* ids = nullptr);
   const std::vector<int32_t>& prompt_ids_of(uint32_t choice) const;
-  std::string logprobs_json(const std::vector<sched::Sampled>& lps, size_t text_offset) const;
 
   const ApiRequest& req_;
   std::string model_, id_;

@@ -10,14 +10,20 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "parse/message.hpp"
 #include "plugin/parser_host.hpp"
 #include "sched/sampler.hpp"
 #include "serve/constraints.hpp"
+
+namespace kiln {
+struct ChatInput;
+}
 
 namespace kiln::serve {
 
@@ -31,7 +37,7 @@ const char* finish_reason(Finish f);
 struct Piece {
   uint32_t choice = 0;
   std::string text;                      ///< raw text delta (completions)
-  std::vector<std::string> deltas;       ///< chat: JSON objects of `choices[].delta` (content, reasoning, tool calls)
+  std::vector<parse::Delta> deltas;      ///< chat: content, reasoning and tool-call deltas
   std::vector<sched::Sampled> logprobs;  ///< the tokens behind this piece (when logprobs were asked for)
   std::vector<int32_t> token_ids;        ///< the same tokens' ids (when return_token_ids was asked for)
   Finish finish = Finish::none;          ///< set on the choice's last piece: stop, length, tool_calls
@@ -47,7 +53,7 @@ struct GenRequest {
   // ---- inputs (written before Engine::submit, read-only afterwards)
   std::string id;
   bool chat = false;
-  std::string chat_body;                         ///< chat: the request JSON to render with the template
+  std::shared_ptr<const ChatInput> chat_input;   ///< chat: what the template renders
   std::vector<std::string> prompt_texts;         ///< completions: prompts as text ...
   std::vector<std::vector<int32_t>> prompt_ids;  ///< ... or as token ids
   uint32_t n = 1;                                ///< choices per prompt

@@ -168,12 +168,11 @@ std::vector<int32_t> ServedModel::encode(std::string_view text, bool add_special
   return tokenizer_->encode(text, eo);
 }
 
-std::vector<int32_t> ServedModel::encode_chat(std::string_view request_json, std::string* rendered) const {
+std::vector<int32_t> ServedModel::encode_chat(const ChatInput& chat, std::string* rendered) const {
   if (!template_) throw_error("[serve] model '{}' has no chat template", config_.name);
   if (!tokenizer_) throw_error("[serve] model '{}' has no tokenizer; send token ids", config_.name);
   const bool guard = !config_.parse_special_in_content && !controls_.empty();
-  std::string text =
-      template_->render_request(guard ? mark_control_tokens(request_json, controls_) : std::string(request_json));
+  std::string text = guard ? template_->render(mark_control_tokens(chat, controls_)) : template_->render(chat);
   text::EncodeOptions eo;
   if (guard) {
     eo.text_only = unmark_control_tokens(text, longest_control_);

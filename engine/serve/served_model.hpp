@@ -73,7 +73,7 @@ class ServedModel {
    * unless the YAML's parse_special_in_content says otherwise. `rendered` gets the prompt text.
    * Throws TemplateError (a 400) or HostError.
    */
-  std::vector<int32_t> encode_chat(std::string_view request_json, std::string* rendered = nullptr) const;
+  std::vector<int32_t> encode_chat(const ChatInput& chat, std::string* rendered = nullptr) const;
 
  private:
   ModelConfig config_;

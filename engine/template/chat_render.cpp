@@ -6,6 +6,7 @@
 
 #include "core/json_ordered.hpp"
 #include "template/eval.hpp"
+#include "template/json_value.hpp"
 
 namespace kiln {
 namespace {
@@ -40,15 +41,17 @@ std::optional<std::string> token_text(const ojson& v) {
 }
 
 // The text continue_final_message continues: the last message's content, or its last text block.
-std::string final_message_text(const ojson& messages) {
+std::string final_message_text(const tmpl::Value& messages) {
   auto bad = [](const std::string& m) { return TemplateError(TemplateError::Kind::Render, m); };
-  if (messages.empty() || !messages.back().is_object() || !messages.back().contains("content"))
-    throw bad("continue_final_message is set but there is no final message with content");
-  const ojson& c = messages.back()["content"];
-  if (c.is_string()) return c.get<std::string>();
-  if (c.is_array())
-    for (auto it = c.rbegin(); it != c.rend(); ++it)
-      if (it->is_object() && it->contains("text") && (*it)["text"].is_string()) return (*it)["text"].get<std::string>();
+  const tmpl::Value* content = nullptr;
+  if (messages.is_list() && !messages.arr->items.empty() && messages.arr->items.back().is_dict())
+    content = messages.arr->items.back().obj->find(std::string("content"));
+  if (!content) throw bad("continue_final_message is set but there is no final message with content");
+  if (content->is_string()) return content->s;
+  if (content->is_list())
+    for (auto it = content->arr->items.rbegin(); it != content->arr->items.rend(); ++it)
+      if (it->is_dict())
+        if (const tmpl::Value* text = it->obj->find(std::string("text")); text && text->is_string()) return text->s;
   throw bad("continue_final_message is set but the final message has no text to continue");
 }
 
@@ -86,7 +89,9 @@ ChatTemplate ChatTemplate::from_config(std::string_view config_text, std::string
       if (auto s = token_text(t)) list.push_back(*s);
     special["additional_special_tokens"] = list;
   }
-  ct.special_tokens_json_ = special.dump();
+  auto vars = std::make_shared<std::vector<std::pair<std::string, tmpl::Value>>>();
+  for (const auto& [k, v] : special.items()) vars->emplace_back(k, tmpl::from_json(v));
+  ct.special_ = std::move(vars);
 
   if (!template_text.empty()) {
     ct.default_ = std::make_shared<const Template>(template_text);
@@ -144,54 +149,25 @@ ChatTemplate ChatTemplate::from_model_dir(const std::filesystem::path& dir) {
 }
 
 std::string ChatTemplate::render_request(std::string_view request_json, const TemplateLimits& limits) const {
-  ojson req = parse_json(request_json, "the request", true);
-  auto bad = [](const std::string& m) { return TemplateError(TemplateError::Kind::Render, m); };
-  if (!req.is_object()) throw bad("the request must be a JSON object");
-  if (!req.contains("messages") || !req["messages"].is_array())
-    throw bad("the request needs a \"messages\" array");
-  ojson messages = req["messages"];
-  // vLLM and llama.cpp parse string arguments so that templates can iterate over them.
-  for (auto& m : messages) {
-    if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
-    for (auto& tc : m["tool_calls"]) {
-      if (!tc.is_object() || !tc.contains("function") || !tc["function"].is_object()) continue;
-      auto& fn = tc["function"];
-      if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
-      try {
-        ojson parsed = parse_ordered_json(fn["arguments"].get<std::string>(), tmpl::kMaxNesting);
-        if (parsed.is_object()) fn["arguments"] = std::move(parsed);
-      } catch (const nlohmann::json::exception&) {  // not JSON: the template sees the text
-      }
-    }
-  }
-  ojson ctx = parse_json(special_tokens_json_, "special tokens", false);
-  if (req.contains("chat_template_kwargs") && !req["chat_template_kwargs"].is_null()) {
-    if (!req["chat_template_kwargs"].is_object()) throw bad("chat_template_kwargs must be a JSON object");
-    for (const auto& [k, v] : req["chat_template_kwargs"].items()) ctx[k] = v;
-  }
-  const bool has_tools = req.contains("tools") && !req["tools"].is_null();
-  ctx["messages"] = std::move(messages);
-  ctx["tools"] = has_tools ? req["tools"] : ojson();
-  ctx["documents"] = req.contains("documents") ? req["documents"] : ojson();
-  bool cont = false;
-  if (req.contains("continue_final_message")) {
-    if (!req["continue_final_message"].is_boolean()) throw bad("continue_final_message must be true or false");
-    cont = req["continue_final_message"].get<bool>();
-  }
-  // add_generation_prompt defaults to true, except when continuing the final message.
-  bool agp = !cont;
-  if (req.contains("add_generation_prompt")) {
-    if (!req["add_generation_prompt"].is_boolean()) throw bad("add_generation_prompt must be true or false");
-    agp = req["add_generation_prompt"].get<bool>();
-  }
-  if (cont && agp) throw bad("continue_final_message and add_generation_prompt cannot both be true");
-  ctx["add_generation_prompt"] = agp;
+  return render(ChatInput::parse(request_json), limits);
+}
+
+std::string ChatTemplate::render(const ChatInput& in, const TemplateLimits& limits) const {
+  // The variables transformers passes: special tokens, then chat_template_kwargs (which may
+  // override them), then the request's own arguments.
+  std::vector<std::pair<std::string, tmpl::Value>> vars = *special_;
+  vars.insert(vars.end(), in.kwargs.begin(), in.kwargs.end());
+  vars.emplace_back("messages", in.messages);
+  vars.emplace_back("tools", in.tools);
+  vars.emplace_back("documents", in.documents);
+  vars.emplace_back("add_generation_prompt", tmpl::Value::boolean(in.add_generation_prompt));
   std::string final_text;
-  if (cont) final_text = final_message_text(ctx["messages"]);
+  if (in.continue_final_message) final_text = final_message_text(in.messages);
+  const bool has_tools = !in.tools.is_none();
   const Template* t = has_tools && tool_use_ ? tool_use_.get() : default_ ? default_.get() : tool_use_.get();
-  if (!t) throw bad("the model has no chat template");
-  std::string out = t->render_json(ctx.dump(), limits);
-  if (cont) out = cut_after_final_message(out, final_text);
+  if (!t) throw TemplateError(TemplateError::Kind::Render, "the model has no chat template");
+  std::string out = t->render(vars, limits);
+  if (in.continue_final_message) out = cut_after_final_message(out, final_text);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "template/chat_input.hpp"
 #include "template/template.hpp"
 
 namespace kiln {
@@ -30,12 +31,16 @@ class ChatTemplate {
    *  Throws TemplateError: a bad request or a template failure, both HTTP 400. */
   std::string render_request(std::string_view request_json, const TemplateLimits& limits = {}) const;
 
+  /** Renders a request the server parsed (see ChatInput). Throws TemplateError. */
+  std::string render(const ChatInput& chat, const TemplateLimits& limits = {}) const;
+
   /** Where the template came from, for messages ("DIR/chat_template.jinja", ...). */
   const std::string& origin() const { return origin_; }
 
  private:
   std::shared_ptr<const Template> default_, tool_use_;
-  std::string special_tokens_json_;  // JSON object: bos_token, eos_token, ... as strings
+  /** bos_token, eos_token, ... as strings */
+  std::shared_ptr<const std::vector<std::pair<std::string, tmpl::Value>>> special_;
   std::string origin_;
 };
 

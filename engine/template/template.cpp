@@ -23,9 +23,16 @@ std::string Template::render_json(std::string_view context_json, const TemplateL
     throw TemplateError(TemplateError::Kind::Render, std::string("the context is not valid JSON: ") + e.what());
   }
   if (!ctx.is_object()) throw TemplateError(TemplateError::Kind::Render, "the context must be a JSON object");
+  std::vector<std::pair<std::string, tmpl::Value>> vars;
+  for (const auto& [k, v] : ctx.items()) vars.emplace_back(k, tmpl::from_json(v));
+  return render(vars, limits);
+}
+
+std::string Template::render(const std::vector<std::pair<std::string, tmpl::Value>>& vars,
+                             const TemplateLimits& limits) const {
   auto globals = std::make_shared<tmpl::Frame>();
   tmpl::add_builtin_globals(*globals);
-  for (const auto& [k, v] : ctx.items()) globals->vars[k] = tmpl::from_json(v);
+  for (const auto& [k, v] : vars) globals->vars[k] = v;
   tmpl::Evaluator ev(*program_, limits, std::move(globals));
   try {
     return ev.run();

@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -46,7 +48,8 @@ struct TemplateLimits {
 
 namespace tmpl {
 struct Program;
-}
+struct Value;
+}  // namespace tmpl
 
 class Template {
  public:
@@ -59,6 +62,10 @@ class Template {
   /** Renders with the members of a JSON object as variables (plus raise_exception, strftime_now,
    *  range, namespace, dict). Throws TemplateError. */
   std::string render_json(std::string_view context_json, const TemplateLimits& limits = {}) const;
+  /** Renders with these variables (a later one replaces an earlier one of the same name), plus
+   *  the builtins render_json adds. */
+  std::string render(const std::vector<std::pair<std::string, tmpl::Value>>& vars,
+                     const TemplateLimits& limits = {}) const;
 
  private:
   std::unique_ptr<tmpl::Program> program_;

@@ -32,8 +32,8 @@ Streamed stream(const char* parser, const std::vector<std::string>& pieces, cons
   s.events = run_pieces(tool_parser(parser), req, views);
   parse::EventMapper mapper(parse::CallIds(1));
   for (const auto& e : s.events)
-    if (auto d = mapper.on_event(e); !d.empty()) parse::apply_delta(d, s.from_deltas);
-  for (const auto& d : mapper.flush()) parse::apply_delta(d, s.from_deltas);
+    if (auto d = mapper.on_event(e)) parse::apply_delta(parse::delta_json(*d), s.from_deltas);
+  for (const auto& d : mapper.flush()) parse::apply_delta(parse::delta_json(d), s.from_deltas);
   EXPECT_EQ(s.from_deltas, s.one_shot);
   for (const auto& c : s.from_deltas.tool_calls)
     EXPECT_TRUE(nlohmann::json::parse(c.arguments, nullptr, false).is_object()) << c.arguments;

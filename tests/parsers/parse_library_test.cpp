@@ -21,11 +21,16 @@ ParseEvent reasoning(std::string t) { return {KILN_EVENT_REASONING, 0, std::move
 ParseEvent start(uint32_t i, std::string name, std::string id = "") { return {KILN_EVENT_TOOL_CALL_START, i, {}, std::move(id), std::move(name)}; }
 ParseEvent args(uint32_t i, std::string t) { return {KILN_EVENT_TOOL_CALL_ARGS, i, std::move(t), {}, {}}; }
 
+/** The OpenAI delta text of what the mapper made of an event ("" for nothing). */
+std::string wire(const std::optional<parse::Delta>& d) {
+  return d ? parse::delta_json(*d) : std::string();
+}
+
 TEST(EventMapper, MapsEventsOntoOpenAIDeltas) {
   EventMapper m(parse::CallIds(3));
-  EXPECT_EQ(m.on_event(reasoning("hmm")), R"({"reasoning_content":"hmm"})");
-  EXPECT_EQ(m.on_event(content("Hi")), R"({"content":"Hi"})");
-  std::string first = m.on_event(start(0, "get_weather"));
+  EXPECT_EQ(wire(m.on_event(reasoning("hmm"))), R"({"reasoning_content":"hmm"})");
+  EXPECT_EQ(wire(m.on_event(content("Hi"))), R"({"content":"Hi"})");
+  std::string first = wire(m.on_event(start(0, "get_weather")));
   auto j = nlohmann::json::parse(first);
   EXPECT_EQ(j["tool_calls"][0]["index"], 0);
   EXPECT_EQ(j["tool_calls"][0]["type"], "function");
@@ -34,8 +39,9 @@ TEST(EventMapper, MapsEventsOntoOpenAIDeltas) {
   std::string id = j["tool_calls"][0]["id"];
   EXPECT_EQ(id.size(), 5u + 24u);
   EXPECT_EQ(id.rfind("call_", 0), 0u);
-  EXPECT_EQ(m.on_event(args(0, "{\"a\": 1}")), R"({"tool_calls":[{"index":0,"function":{"arguments":"{\"a\": 1}"}}]})");
-  EXPECT_EQ(m.on_event(start(1, "f", "my-id")).find("\"id\":\"my-id\"") != std::string::npos, true);
+  EXPECT_EQ(wire(m.on_event(args(0, "{\"a\": 1}"))),
+            R"({"tool_calls":[{"index":0,"function":{"arguments":"{\"a\": 1}"}}]})");
+  EXPECT_EQ(wire(m.on_event(start(1, "f", "my-id"))).find("\"id\":\"my-id\"") != std::string::npos, true);
   EXPECT_EQ(m.message().tool_calls.size(), 2u);
   EXPECT_EQ(m.message().tool_calls[0].id, id);
   EXPECT_EQ(m.message().tool_calls[1].id, "my-id");
@@ -61,12 +67,12 @@ TEST(EventMapper, ChecksThatArgumentsAreOneJsonObject) {
 TEST(EventMapper, HoldsSplitUtf8CharactersUntilComplete) {
   EventMapper m;
   const std::string e = "\xc3\xa9";  // é
-  EXPECT_EQ(m.on_event(content("caf" + e.substr(0, 1))), R"({"content":"caf"})");
-  EXPECT_EQ(m.on_event(content(e.substr(1))), "{\"content\":\"\xc3\xa9\"}");
-  EXPECT_EQ(m.on_event(content("x\xe6\x9d")), R"({"content":"x"})");
+  EXPECT_EQ(wire(m.on_event(content("caf" + e.substr(0, 1)))), R"({"content":"caf"})");
+  EXPECT_EQ(wire(m.on_event(content(e.substr(1)))), "{\"content\":\"\xc3\xa9\"}");
+  EXPECT_EQ(wire(m.on_event(content("x\xe6\x9d"))), R"({"content":"x"})");
   auto rest = m.flush();
   ASSERT_EQ(rest.size(), 1u);  // an incomplete character at the end is sent replaced, not lost
-  EXPECT_EQ(rest[0], "{\"content\":\"\xef\xbf\xbd\"}");
+  EXPECT_EQ(parse::delta_json(rest[0]), "{\"content\":\"\xef\xbf\xbd\"}");
   EXPECT_EQ(m.message().content, "caf" + e + "x\xe6\x9d");
 }
 
@@ -90,6 +96,34 @@ TEST(Message, ApplyDeltaRebuildsTheMessageLikeAClient) {
   EXPECT_EQ(m, (AssistantMessage{"c", "r", {{"x", "f", "{}"}}}));
   EXPECT_THROW(parse::apply_delta("[1]", m), HostError);
   EXPECT_THROW(parse::apply_delta(R"({"tool_calls":[{"index":5}]})", m), HostError);
+}
+
+TEST(Message, TypedDeltasWriteAndApplyAsTheirJson) {
+  using K = parse::Delta::Kind;
+  const std::vector<parse::Delta> deltas = {
+      {K::reasoning, "think \"q\"\n", 0, "", ""},
+      {K::content, "caf\xc3\xa9 \\ \x01", 0, "", ""},
+      {K::call_start, "", 0, "call_1", "get_weather"},
+      {K::call_arguments, "{\"city\": \"Par", 0, "", ""},
+      {K::call_arguments, "is\"}", 0, "", ""},
+      {K::call_start, "", 1, "id \"2\"", "f"},
+      {K::call_arguments, "{}", 1, "", ""},
+      {K::content, "\xe6\x9d", 0, "", ""},  // an incomplete character at the end of a stream
+  };
+  AssistantMessage typed, wire;
+  for (const parse::Delta& d : deltas) {
+    parse::apply_delta(d, typed);
+    parse::apply_delta(parse::delta_json(d), wire);
+  }
+  EXPECT_EQ(wire.content, "caf\xc3\xa9 \\ \x01\xef\xbf\xbd");  // U+FFFD on the wire
+  typed.content = wire.content;
+  EXPECT_EQ(typed, wire);
+  EXPECT_EQ(wire.tool_calls.size(), 2u);
+  EXPECT_EQ(wire.tool_calls[0].arguments, "{\"city\": \"Paris\"}");
+  EXPECT_EQ(wire.tool_calls[1].id, "id \"2\"");
+  AssistantMessage m;
+  EXPECT_THROW(parse::apply_delta(parse::Delta{K::call_arguments, "{}", 0, "", ""}, m), HostError);
+  EXPECT_THROW(parse::apply_delta(parse::Delta{K::call_start, "", 1, "x", "f"}, m), HostError);
 }
 
 TEST(CallIds, SeededIdsAreReproducibleAndDistinct) {
@@ -122,19 +156,22 @@ std::pair<AssistantMessage, AssistantMessage> run_pipeline(const char* reasoning
 
   parse::ParserPipeline streamed(r, t, req);
   EventMapper mapper(parse::CallIds(5));
-  AssistantMessage rebuilt;
+  AssistantMessage rebuilt, typed;  // from the deltas' JSON, as a client; from the deltas, as the writers
+  const auto apply = [&](const parse::Delta& d) {
+    parse::apply_delta(parse::delta_json(d), rebuilt);
+    parse::apply_delta(d, typed);
+  };
   std::vector<ParseEvent> events;
   for (size_t i = 0; i <= text.size(); i += piece) {
     events.clear();
     if (i < text.size()) streamed.feed(text.substr(i, piece), events);
     if (i + piece > text.size()) streamed.finish(events);
-    for (const auto& e : events) {
-      std::string d = mapper.on_event(e);
-      if (!d.empty()) parse::apply_delta(d, rebuilt);
-    }
+    for (const auto& e : events)
+      if (auto d = mapper.on_event(e)) apply(*d);
   }
-  for (const auto& d : mapper.flush()) parse::apply_delta(d, rebuilt);
+  for (const auto& d : mapper.flush()) apply(d);
   EXPECT_TRUE(mapper.check().empty());
+  EXPECT_EQ(typed, rebuilt);
   return {one, rebuilt};
 }
 

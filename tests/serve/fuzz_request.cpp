@@ -151,9 +151,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kiln::serve::Piece p;
   p.choice = 0;
   if (chat) {
-    // Chat deltas are JSON the engine made from valid UTF-8; the body's bytes as such a string.
-    json d = {{"content", json(body).dump(-1, ' ', false, json::error_handler_t::replace)}};
-    p.deltas.push_back(d.dump());
+    // The body's bytes as content (the writer replaces invalid UTF-8 with U+FFFD).
+    p.deltas.push_back({kiln::parse::Delta::Kind::content, std::string(body), 0, "", ""});
   } else {
     p.text = body;
   }
@@ -168,10 +167,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Invalid UTF-8 in completions text: nlohmann refuses to serialise it (the engine only ever
     // emits valid UTF-8, so this is the fuzzer's input, not a server path).
   }
-  // Control-token marking on the request's JSON.
+  // Control-token marking on the chat the route built, printed as JSON by a template.
+  if (!req->gen->chat_input) return 0;
   const std::vector<std::string> controls = {"<s>", "</s>", "<|im_start|>", "<|im_end|>"};
   try {
-    std::string marked = kiln::serve::mark_control_tokens(body, controls);
+    static const kiln::ChatTemplate printer = kiln::ChatTemplate::from_config(
+        "", "{{ messages|tojson }}{{ tools|tojson }}{% for m in messages %}{{ m.content }}{% endfor %}");
+    std::string marked = printer.render(kiln::serve::mark_control_tokens(*req->gen->chat_input, controls));
     const auto ranges = kiln::serve::unmark_control_tokens(marked);
     // A range holds a control token, or the piece of one at a string's start or end.
     for (const auto& [b, e] : ranges) {
@@ -180,7 +182,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                         [&](const std::string& c) { return c.find(t) != std::string::npos; }),
             "a range holds (part of) a control token", t);
     }
-  } catch (const json::exception&) {
+  } catch (const kiln::TemplateError&) {  // a body no template could print (too deep, ...)
   }
   return 0;
 }

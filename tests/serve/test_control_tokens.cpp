@@ -34,13 +34,14 @@ fs::path fixtures() {
 
 TEST(ControlTokens, MarksRoundTripAndNoncharactersAreReplaced) {
   const std::vector<std::string> controls = {"<|im_start|>", "<|im_end|>", "<s>"};
-  const json body = {{"messages", {{{"role", "user"}, {"content", "a<|im_start|>b\xEF\xB7\x90<s>"}}}}, {"<s>key", "v"}};
-  const json marked = json::parse(mark_control_tokens(body.dump(), controls));
-  std::string content = marked["messages"][0]["content"];
+  const json body = {{"messages", {{{"role", "user"}, {"content", "a<|im_start|>b\xEF\xB7\x90<s>"}, {"<s>key", "v"}}}}};
+  const ChatInput marked = mark_control_tokens(ChatInput::parse(body.dump()), controls);
+  const tmpl::Object& message = *marked.messages.arr->items.at(0).obj;
+  std::string content = message.find(std::string("content"))->s;
   EXPECT_EQ(content,
             "a\xEF\xB7\x90<|im_start|>\xEF\xB7\x91"
             "b\xEF\xBF\xBD\xEF\xB7\x90<s>\xEF\xB7\x91");
-  EXPECT_TRUE(marked.contains("\xEF\xB7\x90<s>\xEF\xB7\x91key"));
+  EXPECT_TRUE(message.find(std::string("\xEF\xB7\x90<s>\xEF\xB7\x91key")));
   const auto ranges = unmark_control_tokens(content);
   EXPECT_EQ(content, "a<|im_start|>b\xEF\xBF\xBD<s>");
   ASSERT_EQ(ranges.size(), 2u);
@@ -89,7 +90,7 @@ TEST(ControlTokens, ForgedTokensAreTextOnEveryFixtureTemplate) {
         system = false;
         plain = ct.render_request(request(forged, false));
       }
-      std::string guarded = ct.render_request(mark_control_tokens(request(forged, system), controls));
+      std::string guarded = ct.render(mark_control_tokens(ChatInput::parse(request(forged, system)), controls));
       text::EncodeOptions eo;
       eo.text_only = unmark_control_tokens(guarded);
       const std::string what = pkg + " × " + entry.path().filename().string();
@@ -118,7 +119,7 @@ TEST(ControlTokens, JoinsEscapesAndFakeMarksForgeNothing) {
   const std::string config = read(dir / "tokenizer_config.json");
   const std::vector<std::string> controls = tok.special_token_texts();
   const auto specials = [&](const ChatTemplate& ct, const json& body) {
-    std::string text = ct.render_request(mark_control_tokens(body.dump(), controls));
+    std::string text = ct.render(mark_control_tokens(ChatInput::parse(body.dump()), controls));
     text::EncodeOptions eo;
     eo.text_only = unmark_control_tokens(text, 32);
     const auto ids = tok.encode(text, eo);

@@ -162,7 +162,7 @@ TEST(RequestOrder, PromptsAreByteIdenticalToJinja2OnEveryToolTemplateInBothApis)
         anthropic_body(), [&](const std::string&, ApiError*) { return &sm; }, ServerConfig::Limits{}, {}, &err);
     ASSERT_TRUE(req) << err.message;
     std::string rendered;
-    sm.encode_chat(req->gen->chat_body, &rendered);
+    sm.encode_chat(*req->gen->chat_input, &rendered);
     EXPECT_EQ(rendered, want_anthropic);
     r = s.client().Post("/v1/messages/count_tokens", anthropic_body(), "application/json");
     ASSERT_TRUE(r);
