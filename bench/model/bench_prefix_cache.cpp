@@ -78,11 +78,11 @@ double time_to_first_token(model::ModelHost& host, sched::Scheduler& sched, sche
     sched::Plan p = sched.plan();
     if (p.empty()) throw std::runtime_error("the scheduler planned nothing");
     model::StepResult r;
-    const model::StepStatus st = host.step(p.steps, &r);
+    const model::StepStatus st = host.step(p.steps(), &r);
     if (!st.ok()) throw std::runtime_error(st.message);
     sched.commit(p);
-    for (size_t i = 0; i < p.steps.size(); ++i)
-      if (p.seqs[i] == &s && p.sample[i]) {
+    for (size_t i = 0; i < p.rows.size(); ++i)
+      if (p.rows[i].seq == &s && p.rows[i].sample) {
         const double t = std::chrono::duration<double>(Clock::now() - t0).count();
         sched.remove(&s);
         return t;

@@ -5,14 +5,14 @@
 
 namespace kiln::cache {
 
-std::vector<std::pair<uint64_t, uint32_t>> step_appends(const std::vector<SeqStep>& steps) {
+std::vector<std::pair<uint64_t, uint32_t>> step_appends(Steps steps) {
   std::vector<std::pair<uint64_t, uint32_t>> appends;
   for (const auto& s : steps)
     if (!s.tokens.empty()) appends.emplace_back(s.seq, static_cast<uint32_t>(s.tokens.size()));
   return appends;
 }
 
-RaggedBatch describe_batch(const KvCache& cache, const Transaction& tx, const std::vector<SeqStep>& steps) {
+RaggedBatch describe_batch(const KvCache& cache, const Transaction& tx, Steps steps) {
   RaggedBatch b;
   const auto& layout = cache.layout();
   b.groups.resize(layout.groups.size());
@@ -48,7 +48,7 @@ RaggedBatch describe_batch(const KvCache& cache, const Transaction& tx, const st
   return b;
 }
 
-Status plan_batch(KvCache& cache, const std::vector<SeqStep>& steps, RaggedBatch* out, Transaction* tx) {
+Status plan_batch(KvCache& cache, Steps steps, RaggedBatch* out, Transaction* tx) {
   for (const auto& s : steps)
     if (!cache.has(s.seq)) return Status::unknown_sequence;
   if (Status st = cache.begin(step_appends(steps), tx); st != Status::ok) return st;

@@ -4,7 +4,9 @@
 // its own block tables. Laid out exactly as the graph's inputs (docs/backend.md §3).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "cache/kv_cache.hpp"
@@ -16,6 +18,61 @@ struct SeqStep {
   std::vector<int32_t> tokens;  ///< this step's tokens (a prefill chunk, or one decode token)
   bool logits = true;           ///< want the logits of the last token
   bool logits_all = false;      ///< want the logits of every token (scoring, tests)
+};
+
+/**
+ * The steps of one batch, read where they lie: a vector of steps, or one member of each row of a
+ * vector of larger rows (the scheduler's plan, whose rows carry their sequence and sampling beside
+ * the step), without copying their tokens. Only ever a parameter: it points into the vector.
+ */
+class Steps {
+ public:
+  Steps(const std::vector<SeqStep>& steps)  // NOLINT(google-explicit-constructor): any vector of steps is a batch
+      : base_(steps.data()),
+        size_(steps.size()),
+        at_([](const void* b, size_t i) -> const SeqStep& { return static_cast<const SeqStep*>(b)[i]; }) {}
+  /** Steps written in place at a call (`host.step({{seq, tokens, true, false}}, ...)`). */
+  Steps(std::initializer_list<SeqStep> steps)  // NOLINT(google-explicit-constructor)
+      : base_(steps.begin()),
+        size_(steps.size()),
+        at_([](const void* b, size_t i) -> const SeqStep& { return static_cast<const SeqStep*>(b)[i]; }) {}
+  /** Member `M` (a SeqStep) of each of `rows`. */
+  template <auto M, class Row>
+  static Steps members(const std::vector<Row>& rows) {
+    Steps s;
+    s.base_ = rows.data();
+    s.size_ = rows.size();
+    s.at_ = [](const void* b, size_t i) -> const SeqStep& { return static_cast<const Row*>(b)[i].*M; };
+    return s;
+  }
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const SeqStep& operator[](size_t i) const { return at_(base_, i); }
+
+  class Iterator {
+   public:
+    Iterator(const Steps* s, size_t i) : s_(s), i_(i) {}
+    const SeqStep& operator*() const { return (*s_)[i_]; }
+    const SeqStep* operator->() const { return &(*s_)[i_]; }
+    Iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    bool operator==(const Iterator& o) const { return i_ == o.i_; }
+
+   private:
+    const Steps* s_;
+    size_t i_;
+  };
+  Iterator begin() const { return {this, 0}; }
+  Iterator end() const { return {this, size_}; }
+
+ private:
+  Steps() = default;
+  const void* base_ = nullptr;
+  size_t size_ = 0;
+  const SeqStep& (*at_)(const void*, size_t) = nullptr;
 };
 
 struct RaggedBatch {
@@ -39,18 +96,19 @@ struct RaggedBatch {
 };
 
 /** The appends of `steps` (sequences with tokens), for KvCache::check / begin. */
-std::vector<std::pair<uint64_t, uint32_t>> step_appends(const std::vector<SeqStep>& steps);
+std::vector<std::pair<uint64_t, uint32_t>> step_appends(Steps steps);
 
 /**
  * Describes a step whose appends `tx` has begun: positions from each sequence's length before the
- * step, slots and block tables from the tables after it.
+ * step, slots and block tables from the tables after it. Sequences and logits rows keep the order
+ * of the steps (a step's rows in token order).
  */
-RaggedBatch describe_batch(const KvCache& cache, const Transaction& tx, const std::vector<SeqStep>& steps);
+RaggedBatch describe_batch(const KvCache& cache, const Transaction& tx, Steps steps);
 
 /**
  * Begins the step's appends in `cache` (all or nothing; the caller commits or rolls back `tx`) and
  * describes the batch. Sequences must have been add()ed. On a status other than ok nothing changed.
  */
-Status plan_batch(KvCache& cache, const std::vector<SeqStep>& steps, RaggedBatch* out, Transaction* tx);
+Status plan_batch(KvCache& cache, Steps steps, RaggedBatch* out, Transaction* tx);
 
 }  // namespace kiln::cache

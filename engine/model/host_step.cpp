@@ -264,7 +264,7 @@ void ModelHost::write_inputs(const Graph& g, const cache::RaggedBatch& b, Slot& 
   slot.inputs->upload(0, bytes.data(), bytes.size());  // one upload per step
 }
 
-StepStatus ModelHost::check(const std::vector<cache::SeqStep>& steps, cache::StepNeeds* needs) const {
+StepStatus ModelHost::check(cache::Steps steps, cache::StepNeeds* needs) const {
   auto fail = [](cache::Status st, std::optional<uint64_t> seq, std::string msg) {
     return StepStatus{st, seq, std::move(msg)};
   };
@@ -351,7 +351,7 @@ bool ModelHost::in_flight(uint64_t seq) const {
   return false;
 }
 
-StepStatus ModelHost::submit(const std::vector<cache::SeqStep>& steps, StepTicket* ticket, const StepOutputs& outputs) {
+StepStatus ModelHost::submit(cache::Steps steps, StepTicket* ticket, const StepOutputs& outputs) {
   if (flight_.size() >= slots_.size())
     throw_error("[model] {} steps are in flight already; finish the oldest first", flight_.size());
   if (StepStatus st = check(steps); !st.ok()) return st;
@@ -509,7 +509,7 @@ void ModelHost::finish(const StepTicket& ticket, StepResult* out) {
   *out = std::move(r);
 }
 
-StepStatus ModelHost::step(const std::vector<cache::SeqStep>& steps, StepResult* out, const StepOutputs& outputs) {
+StepStatus ModelHost::step(cache::Steps steps, StepResult* out, const StepOutputs& outputs) {
   if (!flight_.empty())
     throw_error("[model] step: {} step(s) in flight; finish them first (or use submit / finish)", flight_.size());
   StepTicket ticket;

@@ -118,7 +118,7 @@ struct StepResult {
   uint64_t readback_bytes = 0;          ///< brought to the host for this step (logits or candidates, dumps)
   uint32_t kernels = 0;                 ///< kernel launches of this step's run (Vulkan dispatches; CPU devices: nodes)
   uint32_t barriers = 0;                ///< Vulkan pipeline barriers between them
-  std::vector<uint64_t> row_seq;  ///< the sequence of each logits row
+  std::vector<uint64_t> row_seq;        ///< the sequence of each logits row (rows in the steps' order)
   std::map<std::string, HostTensor> dumps;
   bool graph_cached = false;  ///< this step's shape had a graph already
 };
@@ -189,13 +189,13 @@ class ModelHost {
 
   // ---- steps
   /** What the step would take, checked against every limit; nothing changes. */
-  StepStatus check(const std::vector<cache::SeqStep>& steps, cache::StepNeeds* needs = nullptr) const;
+  StepStatus check(cache::Steps steps, cache::StepNeeds* needs = nullptr) const;
   /**
    * Starts a step and returns without waiting for the device. A status other than ok: nothing ran
    * and nothing changed (the scheduler queues, splits or drops the sequence named). Graph or device
    * failures throw HostError, after rolling the step back. At most two steps are in flight.
    */
-  StepStatus submit(const std::vector<cache::SeqStep>& steps, StepTicket* ticket, const StepOutputs& outputs = {});
+  StepStatus submit(cache::Steps steps, StepTicket* ticket, const StepOutputs& outputs = {});
   /**
    * Waits for the oldest step in flight, downloads its logits and commits its cache changes. A
    * device failure throws HostError after rolling back this step and every later one (those
@@ -204,7 +204,7 @@ class ModelHost {
    */
   void finish(const StepTicket& ticket, StepResult* out);
   /** submit() and finish(), with no other step in flight (HostError otherwise). */
-  StepStatus step(const std::vector<cache::SeqStep>& steps, StepResult* out, const StepOutputs& outputs = {});
+  StepStatus step(cache::Steps steps, StepResult* out, const StepOutputs& outputs = {});
   size_t in_flight() const { return flight_.size(); }
   size_t cached_graphs() const { return graphs_.size(); }
 

@@ -161,7 +161,7 @@ void Scheduler::preempt(Sequence* s) {
 
 bool Scheduler::try_add(Plan& p, Sequence* s, uint32_t budget) {
   const model::HostLimits& lim = host_.limits();
-  if (p.steps.size() >= lim.max_batch_seqs) return false;
+  if (p.rows.size() >= lim.max_batch_seqs) return false;
   const uint32_t remaining = static_cast<uint32_t>(s->tokens.size()) - s->computed;
   uint32_t chunk = std::min(remaining, budget);
   if (window_chunk_ && remaining > 1) chunk = std::min(chunk, window_chunk_);
@@ -181,16 +181,14 @@ bool Scheduler::try_add(Plan& p, Sequence* s, uint32_t budget) {
     // Checked with a logits row: a step of part-way chunks alone has none, which the host refuses;
     // plan() gives the step one (not sampled) when no chunk reaches its end.
     st.logits = true;
-    p.steps.push_back(std::move(st));
-    const model::StepStatus status = host_.check(p.steps);
+    p.rows.push_back({s, std::move(st), reaches_end});
+    const model::StepStatus status = host_.check(p.steps());
     if (status.ok()) {
-      p.steps.back().logits = reaches_end;
-      p.seqs.push_back(s);
-      p.sample.push_back(reaches_end);
+      p.rows.back().step.logits = reaches_end;
       p.prefill_tokens += chunk;
       return true;
     }
-    p.steps.pop_back();
+    p.rows.pop_back();
     // Out of blocks: the prefix tree's least recently used blocks go first.
     if (status.status == cache::Status::out_of_blocks && tree_ && tree_->evict_leaf()) continue;
     if (status.status != cache::Status::out_of_blocks) {
@@ -216,14 +214,12 @@ Plan Scheduler::plan() {
     Plan p;
     // 1. Running decodes, oldest first.
     for (Sequence* s : running_) {
-      if (s->tokens.size() - s->computed != 1 || p.steps.size() >= lim.max_batch_seqs) continue;
-      p.steps.push_back({s->host_seq, {s->tokens.back()}, true, false});
-      p.seqs.push_back(s);
-      p.sample.push_back(true);
+      if (s->tokens.size() - s->computed != 1 || p.rows.size() >= lim.max_batch_seqs) continue;
+      p.rows.push_back({s, {s->host_seq, {s->tokens.back()}, true, false}, true});
     }
-    p.decode_tokens = static_cast<uint32_t>(p.steps.size());
-    if (!p.steps.empty()) {
-      const model::StepStatus st = host_.check(p.steps);
+    p.decode_tokens = static_cast<uint32_t>(p.rows.size());
+    if (!p.rows.empty()) {
+      const model::StepStatus st = host_.check(p.steps());
       if (!st.ok()) {
         if (st.status == cache::Status::out_of_blocks && tree_ && tree_->evict_leaf()) continue;
         if (st.status == cache::Status::out_of_blocks && running_.size() > 1) {
@@ -232,8 +228,8 @@ Plan Scheduler::plan() {
         }
         // A lone sequence that cannot grow, or one the host refuses: give up on it.
         Sequence* bad = running_.back();
-        for (Sequence* s : p.seqs)
-          if (st.seq && s->host_seq == *st.seq) bad = s;
+        for (const PlanRow& r : p.rows)
+          if (st.seq && r.seq->host_seq == *st.seq) bad = r.seq;
         bad->failed = true;
         bad->failure = st.message.empty() ? "the KV cache cannot hold this sequence" : st.message;
         continue;
@@ -249,7 +245,7 @@ Plan Scheduler::plan() {
     }
     // 3. Admissions in arrival order; the first that does not fit stops the rest (no overtaking),
     // except that one waiting for a prefix another sequence is computing lets later ones pass.
-    for (size_t i = 0; i < waiting_.size() && budget > 0 && p.steps.size() < lim.max_batch_seqs;) {
+    for (size_t i = 0; i < waiting_.size() && budget > 0 && p.rows.size() < lim.max_batch_seqs;) {
       Sequence* s = waiting_[i];
       if (wait_for_shared_prefix(s)) {
         ++i;
@@ -298,24 +294,24 @@ Plan Scheduler::plan() {
       }
       return p;
     }
-    if (!p.empty() && std::none_of(p.steps.begin(), p.steps.end(), [](const cache::SeqStep& s) { return s.logits; }))
-      p.steps.back().logits = true;  // the host wants a logits row; this one is not sampled
+    if (!p.empty() && std::none_of(p.rows.begin(), p.rows.end(), [](const PlanRow& r) { return r.step.logits; }))
+      p.rows.back().step.logits = true;  // the host wants a logits row; this one is not sampled
     return p;
   }
 }
 
 void Scheduler::commit(const Plan& plan) {
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    plan.seqs[i]->computed += static_cast<uint32_t>(plan.steps[i].tokens.size());
-    index(plan.seqs[i]);
+  for (const PlanRow& r : plan.rows) {
+    r.seq->computed += static_cast<uint32_t>(r.step.tokens.size());
+    index(r.seq);
   }
 }
 
 void Scheduler::abort(const Plan& plan) {
   // The host rolled the step back; a model with recurrent layers may have lost the sequences'
   // state, so they recompute from the start like preempted ones.
-  for (Sequence* s : plan.seqs)
-    if (s->host_seq && std::find(running_.begin(), running_.end(), s) != running_.end()) preempt(s);
+  for (const PlanRow& r : plan.rows)
+    if (r.seq->host_seq && std::find(running_.begin(), running_.end(), r.seq) != running_.end()) preempt(r.seq);
 }
 
 }  // namespace kiln::sched

@@ -52,15 +52,26 @@ struct Sequence {
    * its state has the bits of one uninterrupted prefill and a snapshot of it is a valid hit.
    */
   bool on_grid = true;
+  void* owner = nullptr;  ///< whoever queued it (the serving engine's choice): a plan row leads back without a lookup
 };
 
-/** One step: the host's steps and, per step, its sequence and whether its logits are sampled. */
+/** One sequence's part of a step. */
+struct PlanRow {
+  Sequence* seq = nullptr;
+  cache::SeqStep step;  ///< what the host runs for it
+  bool sample = false;  ///< the step reaches the end of the sequence's tokens: sample the next
+};
+
+/**
+ * One step, a row per sequence. The host returns logits rows in the order of the steps that ask
+ * for them, so the sampled rows' logits are the result's rows in order.
+ */
 struct Plan {
-  std::vector<cache::SeqStep> steps;
-  std::vector<Sequence*> seqs;
-  std::vector<bool> sample;  ///< the step reaches the end of the sequence's tokens: sample the next
+  std::vector<PlanRow> rows;
   uint32_t decode_tokens = 0, prefill_tokens = 0;
-  bool empty() const { return steps.empty(); }
+  bool empty() const { return rows.empty(); }
+  /** The host's view of the rows' steps. */
+  cache::Steps steps() const { return cache::Steps::members<&PlanRow::step>(rows); }
 };
 
 struct SchedulerStats {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <unordered_map>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -270,6 +269,7 @@ std::unique_ptr<Engine::Choice> Engine::make_choice(const std::shared_ptr<GenReq
   auto c = std::make_unique<Choice>();
   c->r = r;
   c->index = static_cast<uint32_t>(prompt) * r->n + j;
+  c->seq.owner = c.get();
   c->seq.tokens = p.prompts[prompt];
   c->seq.prompt_len = static_cast<uint32_t>(c->seq.tokens.size());
   c->seq.cache_key = r->cache_salt;  // one tree per model: the salt alone keeps tenants apart
@@ -338,15 +338,12 @@ struct Engine::PlanRows {
   std::vector<std::pair<Choice*, uint32_t>> rows;  // choice, logits row
 };
 
-model::StepOutputs Engine::outputs_for(const sched::Plan& plan,
-                                       const std::unordered_map<const sched::Sequence*, Choice*>& choice_of) const {
+model::StepOutputs Engine::outputs_for(const sched::Plan& plan) const {
   model::StepOutputs out;
   if (!candidates_) return out;
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    if (!plan.sample[i]) continue;
-    auto it = choice_of.find(plan.seqs[i]);
-    if (it == choice_of.end()) continue;
-    const Choice& c = *it->second;
+  for (const sched::PlanRow& r : plan.rows) {
+    if (!r.sample) continue;
+    const Choice& c = *static_cast<const Choice*>(r.seq->owner);
     // A grammar's mask can leave any id allowed; a sampler that needs more than the candidates
     // (penalties, bias, greedy logprobs, no top_k, a top_k beyond them) needs the whole row.
     const size_t need = c.matcher ? 0 : c.sampler->candidates_needed();
@@ -585,9 +582,7 @@ void Engine::iterate() {
       }
       return;
     }
-    std::unordered_map<const sched::Sequence*, Choice*> choice_of;
-    for (auto& c : st_->live) choice_of[&c->seq] = c.get();
-    const model::StepOutputs outputs = outputs_for(plan, choice_of);
+    const model::StepOutputs outputs = outputs_for(plan);
     double host_s = since(t0);
     model::StepTicket ticket;
     model::StepResult res;
@@ -595,7 +590,7 @@ void Engine::iterate() {
     std::string failure;
     std::optional<uint64_t> refused;  // the sequence a refused step names
     try {
-      const model::StepStatus s = host.submit(plan.steps, &ticket, outputs);
+      const model::StepStatus s = host.submit(plan.steps(), &ticket, outputs);
       if (!s.ok()) {
         ok = ran = false;
         failure = s.message;
@@ -621,17 +616,17 @@ void Engine::iterate() {
       // Refused before anything ran (nothing changed): the sequence it names fails, the others
       // are planned again. The scheduler checked the step, so this is a bug to log.
       log::error("[serve] model '{}': the host refused a planned step: {}", model_.name(), failure);
-      for (sched::Sequence* s : plan.seqs)
-        if (!refused || s->host_seq == *refused) {
-          s->failed = true;
-          s->failure = "the model host refused this request's step: " + failure;
+      for (const sched::PlanRow& r : plan.rows)
+        if (!refused || r.seq->host_seq == *refused) {
+          r.seq->failed = true;
+          r.seq->failure = "the model host refused this request's step: " + failure;
         }
     } else if (!ok) {
       log::error("[serve] model '{}': a step failed: {}", model_.name(), failure);
       st_->sched.abort(plan);
-      for (sched::Sequence* s : plan.seqs) {
-        s->failed = true;
-        s->failure = "the step running this request failed on the device: " + failure;
+      for (const sched::PlanRow& r : plan.rows) {
+        r.seq->failed = true;
+        r.seq->failure = "the step running this request failed on the device: " + failure;
       }
     } else {
       st_->sched.commit(plan);
@@ -641,13 +636,19 @@ void Engine::iterate() {
       st_->barriers = res.barriers;
       PlanRows pr;
       pr.result = &res;
-      std::unordered_map<uint64_t, uint32_t> row_of;
-      for (uint32_t row = 0; row < res.rows; ++row) row_of[res.row_seq[row]] = row;
-      for (size_t i = 0; i < plan.steps.size(); ++i) {
-        if (!plan.sample[i]) continue;
-        auto it = row_of.find(plan.steps[i].seq);
-        auto ch = choice_of.find(plan.seqs[i]);
-        if (it != row_of.end() && ch != choice_of.end()) pr.rows.push_back({ch->second, it->second});
+      // Logits rows come in the plan's order; a sampled step's row is its last.
+      uint32_t row = 0;
+      for (const sched::PlanRow& r : plan.rows) {
+        const cache::SeqStep& st = r.step;
+        row += st.tokens.empty() ? 0 : st.logits_all ? static_cast<uint32_t>(st.tokens.size()) : st.logits ? 1 : 0;
+        if (!r.sample) continue;
+        if (row == 0 || row > res.rows || res.row_seq[row - 1] != st.seq) {
+          log::error("[serve] model '{}': the step's logits rows do not follow its plan", model_.name());
+          r.seq->failed = true;
+          r.seq->failure = "the model host returned no logits row for this request";
+          continue;
+        }
+        pr.rows.push_back({static_cast<Choice*>(r.seq->owner), row - 1});
       }
       sample(pr);
     }

@@ -19,7 +19,6 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "serve/metrics.hpp"
@@ -60,8 +59,7 @@ class Engine {
   struct PlanRows;
   void sample(const PlanRows& rows);
   /** Candidates instead of logits rows when every sampler of the step can pick from them exactly. */
-  model::StepOutputs outputs_for(const sched::Plan& plan,
-                                 const std::unordered_map<const sched::Sequence*, Choice*>& choice_of) const;
+  model::StepOutputs outputs_for(const sched::Plan& plan) const;
   void emit();
   void emit_one(Choice& c);
   /** Takes finished, failed and (with `cancellations`) cancelled sequences out of the scheduler and

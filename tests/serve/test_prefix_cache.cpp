@@ -58,15 +58,15 @@ void run(model::ModelHost& host, Scheduler& sched, std::vector<Sequence*> seqs, 
     Plan p = sched.plan();
     ASSERT_FALSE(p.empty());
     model::StepResult r;
-    const model::StepStatus st = host.step(p.steps, &r);
+    const model::StepStatus st = host.step(p.steps(), &r);
     ASSERT_TRUE(st.ok()) << st.message;
     sched.commit(p);
     if (computed) *computed += p.prefill_tokens;
-    for (size_t i = 0; i < p.steps.size(); ++i) {
-      if (!p.sample[i]) continue;
+    for (size_t i = 0; i < p.rows.size(); ++i) {
+      if (!p.rows[i].sample) continue;
       uint32_t row = 0;
-      while (r.row_seq[row] != p.steps[i].seq) ++row;
-      Sequence* s = p.seqs[i];
+      while (r.row_seq[row] != p.rows[i].step.seq) ++row;
+      Sequence* s = p.rows[i].seq;
       const float* logits = r.logits.data() + size_t{row} * V;
       s->tokens.push_back(sampling ? samplers.at(s).sample(logits).token : test::argmax(logits, V));
       if (s->tokens.size() - s->prompt_len == gen) {
@@ -322,7 +322,7 @@ TEST(PrefixCache, ACancelledPrefillPublishesOnlyWhatItComputed) {
   for (int i = 0; i < 2; ++i) {  // two chunks of 32 tokens, then the client goes away
     Plan p = sched.plan();
     model::StepResult r;
-    ASSERT_TRUE(host->step(p.steps, &r).ok());
+    ASSERT_TRUE(host->step(p.steps(), &r).ok());
     sched.commit(p);
   }
   ASSERT_EQ(a.computed, 64u);

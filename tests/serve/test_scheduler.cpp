@@ -42,15 +42,18 @@ std::vector<std::vector<int32_t>> run(model::ModelHost& host, Scheduler& sched, 
     if (p.empty()) break;
     if (on_plan) on_plan(p);
     model::StepResult r;
-    const model::StepStatus st = host.step(p.steps, &r);
+    const model::StepStatus st = host.step(p.steps(), &r);
     EXPECT_TRUE(st.ok()) << st.message;
     if (!st.ok()) break;
     sched.commit(p);
-    for (size_t i = 0; i < p.steps.size(); ++i) {
-      if (!p.sample[i]) continue;
+    uint32_t in_order = 0;  // the engine's reading: logits rows follow the plan's rows
+    for (size_t i = 0; i < p.rows.size(); ++i) {
+      in_order += p.rows[i].step.logits ? 1 : 0;
+      if (!p.rows[i].sample) continue;
       uint32_t row = 0;
-      while (r.row_seq[row] != p.steps[i].seq) ++row;
-      Sequence* s = p.seqs[i];
+      while (r.row_seq[row] != p.rows[i].step.seq) ++row;
+      EXPECT_EQ(row + 1, in_order);
+      Sequence* s = p.rows[i].seq;
       s->tokens.push_back(test::argmax(r.logits.data() + size_t{row} * V, V));
       if (s->tokens.size() - s->prompt_len == gen) {
         sched.remove(s);
@@ -103,10 +106,10 @@ TEST(Scheduler, ChunkedPrefillNeverStallsARunningDecode) {
   run(*host, sched, seqs, 40, [&](const Plan& p) {
     bool a = false, b_prefill = false;
     uint32_t tokens = 0;
-    for (size_t i = 0; i < p.steps.size(); ++i) {
-      tokens += static_cast<uint32_t>(p.steps[i].tokens.size());
-      if (p.seqs[i] == &seqs[0]) a = true;
-      if (p.seqs[i] == &seqs[1] && p.steps[i].tokens.size() > 1) b_prefill = true;
+    for (size_t i = 0; i < p.rows.size(); ++i) {
+      tokens += static_cast<uint32_t>(p.rows[i].step.tokens.size());
+      if (p.rows[i].seq == &seqs[0]) a = true;
+      if (p.rows[i].seq == &seqs[1] && p.rows[i].step.tokens.size() > 1) b_prefill = true;
     }
     EXPECT_LE(tokens, 32u);
     if (a && seqs[0].tokens.size() > seqs[0].prompt_len) a_decoding = true;
