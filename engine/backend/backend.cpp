@@ -8,7 +8,7 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/ops.hpp"
-#include "backend/simd/simd_backend.hpp"
+#include "backend/reference/reference_backend.hpp"
 #include "core/log.hpp"
 
 namespace kiln::backend {
@@ -63,8 +63,8 @@ void check_supported(const Device& device, const BoundGraph& graph) {
 Registry& Registry::instance() {
   static Registry* reg = [] {
     auto* r = new Registry();  // never destroyed: devices may be used from static destructors
-    r->add(make_cpu_reference_backend());
-    r->add(make_simd_backend());
+    r->add(make_reference_backend());
+    r->add(make_cpu_backend());
 #if defined(KILN_HAVE_VULKAN)
     try {
       register_vulkan_backend(*r);

@@ -1,6 +1,6 @@
 // The backend interface (ggml-style: a registry of backends, each owning devices that allocate
-// buffers and execute bound graphs) and the registry. Implementations: cpu/ (the reference, always
-// present), simd/ (the native CPU backend, always present) and vulkan/ (when built). The contract,
+// buffers and execute bound graphs) and the registry. Implementations: reference/ (the reference,
+// always present), cpu/ (the native CPU backend, always present) and vulkan/ (when built). The contract,
 // op by op, is docs/backend.md.
 //
 //   Registry ── Backend ("reference", "cpu", "vulkan") ── Device ── Buffer

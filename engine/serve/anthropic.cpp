@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <kiln/utf8.hpp>
 #include <stdexcept>
 
 #include "core/json_ordered.hpp"
@@ -236,6 +237,8 @@ json to_openai(const json& a, const std::vector<std::regex>& volatile_lines, boo
 
 /** The body as JSON; invalid string escapes (`\s` in a tool's regex) kept as written. */
 json parse_lenient(std::string_view body) {
+  if (json_depth(body) > kMaxJsonDepth)  // the OpenAI route's limit (deep bodies are refused before parsing)
+    bad("", fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth));
   try {
     return parse_ordered_json(body);
   } catch (const json::exception&) {
@@ -428,7 +431,10 @@ struct MessagesWriter::State {
       } else if (b.type == "thinking") {
         c.push_back({{"type", "thinking"}, {"thinking", b.text}, {"signature", ""}});
       } else {
-        json input = json::parse(b.text.empty() ? "{}" : b.text, nullptr, false);
+        std::string text = b.text.empty() ? "{}" : b.text;
+        if (!utf8::is_valid(text))  // arguments are model output: invalid UTF-8 reads as U+FFFD, as streamed
+          text = json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
+        json input = json::parse(text, nullptr, false);
         if (input.is_discarded() || !input.is_object()) input = json::object();
         c.push_back({{"type", "tool_use"}, {"id", b.id}, {"name", b.name}, {"input", input}});
       }

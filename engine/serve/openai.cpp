@@ -418,8 +418,12 @@ void parse_chat(json& body, GenRequest& r, const ServerConfig::Limits& lim) {
   }
   if (tools && r.parse_tools) r.parser.tools_json = tools->dump();
   // The template sees the body as sent (messages, tools, chat_template_kwargs, ...).
-  boolean(body, "add_generation_prompt");
-  boolean(body, "continue_final_message");
+  // add_generation_prompt defaults to true even when continuing the final message (as vLLM's).
+  const bool cont = boolean(body, "continue_final_message").value_or(false);
+  const std::optional<bool> agp = boolean(body, "add_generation_prompt");
+  if (cont && agp.value_or(true))
+    bad("continue_final_message", "'continue_final_message' needs 'add_generation_prompt': false");
+  if (!agp) body["add_generation_prompt"] = true;
   try {
     r.chat_input = std::make_shared<const ChatInput>(ChatInput::from_body(body));
   } catch (const TemplateError& e) {

@@ -40,7 +40,8 @@ class ChatTemplate {
  private:
   std::shared_ptr<const Template> default_, tool_use_;
   /** bos_token, eos_token, ... as strings */
-  std::shared_ptr<const std::vector<std::pair<std::string, tmpl::Value>>> special_;
+  std::shared_ptr<const std::vector<std::pair<std::string, tmpl::Value>>> special_ =
+      std::make_shared<const std::vector<std::pair<std::string, tmpl::Value>>>();
   std::string origin_;
 };
 

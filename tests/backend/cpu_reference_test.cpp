@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "backend/cpu/common.hpp"
+#include "backend/reference/common.hpp"
 #include "op_harness.hpp"
 
 namespace kiln::test {
@@ -30,13 +30,13 @@ std::vector<float> to_float(const std::vector<double>& v) {
 
 TEST(CpuReference, HalfConversionRoundTripsEveryValue) {
   for (uint32_t h = 0; h < 65536; ++h) {
-    const float f = backend::cpu::f16_to_f32(static_cast<uint16_t>(h));
+    const float f = backend::reference::f16_to_f32(static_cast<uint16_t>(h));
     if (std::isnan(f)) continue;
-    ASSERT_EQ(backend::cpu::f32_to_f16(f), h) << h;
+    ASSERT_EQ(backend::reference::f32_to_f16(f), h) << h;
   }
-  EXPECT_EQ(backend::cpu::f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);  // tie to even
-  EXPECT_EQ(backend::cpu::f32_to_f16(1e6f), 0x7c00);                // overflow to inf
-  EXPECT_EQ(backend::cpu::f32_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(backend::reference::f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);  // tie to even
+  EXPECT_EQ(backend::reference::f32_to_f16(1e6f), 0x7c00);                // overflow to inf
+  EXPECT_EQ(backend::reference::f32_to_bf16(1.0f), 0x3f80);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -579,7 +579,7 @@ TEST(CpuReference, GetRowsDequantizesAndSetRowsConvertsAndSkips) {
     EXPECT_EQ(out[0].f[static_cast<size_t>(64 + j)], tf[static_cast<size_t>(j)]);
   }
   const auto& c = out[1].f;
-  EXPECT_EQ(c[4], backend::cpu::f16_to_f32(backend::cpu::f32_to_f16(0.1f)));
+  EXPECT_EQ(c[4], backend::reference::f16_to_f32(backend::reference::f32_to_f16(0.1f)));
   EXPECT_EQ(c[5], -2.0f);
   for (size_t i : {0, 1, 2, 3, 6, 7}) EXPECT_EQ(c[i], before[i]) << i;
 }

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <memory>
 
-#include "backend/cpu/common.hpp"
+#include "backend/reference/common.hpp"
 #include "core/ggml_blocks.hpp"
 #include "graph/allocator.hpp"
 #include "graph/lower.hpp"
@@ -66,7 +66,7 @@ std::vector<float> to_floats(const TensorDesc& d, const std::vector<std::byte>& 
     for (int64_t i = 0; i < n; ++i) {
       uint16_t h;
       std::memcpy(&h, b.data() + 2 * i, 2);
-      out[static_cast<size_t>(i)] = t == DType::f16 ? half_to_float(h) : backend::cpu::bf16_to_f32(h);
+      out[static_cast<size_t>(i)] = t == DType::f16 ? half_to_float(h) : backend::reference::bf16_to_f32(h);
     }
   } else {
     out = dequantize(t, b, n);
@@ -79,8 +79,8 @@ std::vector<std::byte> from_floats(const TensorDesc& d, const std::vector<float>
   std::vector<std::byte> bytes(d.bytes());
   const int64_t row = is_kv_quantized(d.dtype) ? d.last() : d.numel();
   for (int64_t r = 0; row && r < d.numel() / row; ++r)
-    backend::cpu::row_from_f32(d.dtype, v.data() + r * row, row,
-                               bytes.data() + static_cast<size_t>(r) * row_bytes(d.dtype, row));
+    backend::reference::row_from_f32(d.dtype, v.data() + r * row, row,
+                                     bytes.data() + static_cast<size_t>(r) * row_bytes(d.dtype, row));
   return bytes;
 }
 
@@ -122,7 +122,7 @@ uint32_t OpGraph::weight(DType t, std::initializer_list<int64_t> shape, float sd
     bytes = as_bytes(v);
   } else if (t == DType::f16 || t == DType::bf16) {
     bytes.resize(v.size() * 2);
-    backend::cpu::row_from_f32(t, v.data(), d.numel(), bytes.data());
+    backend::reference::row_from_f32(t, v.data(), d.numel(), bytes.data());
   } else if (t == DType::q8_0 || t == DType::q4_0) {
     bytes = quantize(t, v);
   } else {
@@ -142,7 +142,7 @@ uint32_t OpGraph::weight_values(DType t, std::initializer_list<int64_t> shape, c
   if (static_cast<int64_t>(values.size()) != d.numel() || is_quantized(t))
     throw std::invalid_argument("weight_values: wrong count, or a quantized dtype");
   std::vector<std::byte> bytes(d.bytes());
-  backend::cpu::row_from_f32(t, values.data(), d.numel(), bytes.data());
+  backend::reference::row_from_f32(t, values.data(), d.numel(), bytes.data());
   return external(graph::TensorKind::weight, "w", d, std::move(bytes));
 }
 
@@ -255,14 +255,14 @@ std::vector<std::byte> quantize(DType t, const std::vector<float>& x) {
       float amax = 0;
       for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
       const float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
-      dh = backend::cpu::f32_to_f16(d);
+      dh = backend::reference::f32_to_f16(d);
       for (int j = 0; j < 32; ++j) dst[2 + j] = static_cast<std::byte>(static_cast<int8_t>(std::lround(v[j] * id)));
     } else {
       float amax = 0, mx = 0;
       for (int j = 0; j < 32; ++j)
         if (std::fabs(v[j]) > amax) amax = std::fabs(v[j]), mx = v[j];
       const float d = mx / -8.0f, id = d ? 1.0f / d : 0.0f;
-      dh = backend::cpu::f32_to_f16(d);
+      dh = backend::reference::f32_to_f16(d);
       for (int j = 0; j < 16; ++j) {
         const int lo = std::min(15, static_cast<int>(v[j] * id + 8.5f));
         const int hi = std::min(15, static_cast<int>(v[j + 16] * id + 8.5f));
@@ -282,7 +282,7 @@ std::vector<std::byte> random_blocks(DType t, int64_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(0.2f, 1.0f);
   for (int64_t b = 0; b < blocks; ++b)
     for (int at : halves) {
-      const uint16_t h = backend::cpu::f32_to_f16(u(rng) * 0.015625f);
+      const uint16_t h = backend::reference::f32_to_f16(u(rng) * 0.015625f);
       std::memcpy(out.data() + b * bb + at, &h, 2);
     }
   return out;
@@ -291,7 +291,7 @@ std::vector<std::byte> random_blocks(DType t, int64_t n, std::mt19937& rng) {
 std::vector<float> dequantize(DType t, const std::vector<std::byte>& bytes, int64_t n) {
   std::vector<float> out(static_cast<size_t>(n));
   if (t != DType::q8_0 && t != DType::q4_0) {  // the formats core/ggml_blocks checks against libggml
-    backend::cpu::row_to_f32(t, bytes.data(), n, out.data());
+    backend::reference::row_to_f32(t, bytes.data(), n, out.data());
     return out;
   }
   const size_t bb = t == DType::q8_0 ? 34 : 18;

@@ -203,6 +203,10 @@ TEST(Messages, ErrorsHaveAnthropicsShapeAndNameTheField) {
   stops["stop_sequences"] = "x";
   expect(stops, 400, "invalid_request_error", "stop");
   expect(json("{\"max_tokens\": 4, \"messages\": [}"), 400, "invalid_request_error", "not valid JSON");
+  // The OpenAI route's nesting limit holds here too (the body is converted in memory, not re-read).
+  json deep = ok;
+  deep["metadata"] = {{"user_id", json::parse(std::string(80, '[') + std::string(80, ']'))}};
+  expect(deep, 400, "invalid_request_error", "nests deeper than 64");
   // Fields of the wrong JSON type are 400s naming them, not 500s (a fuzzer found role: {...}).
   json role = ok;
   role["messages"][0]["role"] = {{"type", "object"}};
@@ -220,6 +224,30 @@ TEST(Messages, ErrorsHaveAnthropicsShapeAndNameTheField) {
   extra["metadata"] = {{"user_id", "u1"}};
   extra["some_future_field"] = true;
   EXPECT_EQ(post(extra.dump(), {{"x-api-key", "secret"}, {"anthropic-beta", "whatever-2025"}}).first, 200);
+}
+
+TEST(Messages, ToolInputWithInvalidUtf8ReadsAsReplacementCharacters) {
+  ApiRequest req;
+  req.gen = std::make_shared<GenRequest>();
+  req.gen->id = "chatcmpl-1";
+  using K = parse::Delta::Kind;
+  Piece p;
+  p.deltas = {{K::call_start, "", 0, "call_1", "get_weather"},
+              {K::call_arguments, "{\"city\": \"Par\xff", 0, "", ""},
+              {K::call_arguments, "is\"}", 0, "", ""}};
+  p.finish = Finish::tool_calls;
+  MessagesWriter whole(req, "m");
+  whole.absorb(p);
+  const json m = json::parse(whole.final_body(Usage{}));
+  ASSERT_EQ(m["content"].size(), 1u) << m.dump();
+  EXPECT_EQ(m["content"][0]["input"]["city"], "Par\xef\xbf\xbdis") << m.dump();  // as the stream reads it
+  MessagesWriter streamed(req, "m");
+  std::string stop;
+  std::string events = streamed.stream_piece(p);
+  events += streamed.stream_end(Usage{});
+  const json blocks = reassemble(events_of(events), &stop);
+  EXPECT_EQ(blocks[0]["input"], m["content"][0]["input"]);
+  EXPECT_EQ(stop, "tool_use");
 }
 
 TEST(Messages, InvalidEscapesInStringsAreKeptAndOnlyThose) {

@@ -250,6 +250,24 @@ TEST(Conformance, AToolCallTurnWithNullContentRendersInThePlainTemplate) {
   EXPECT_EQ(st, 200) << r.dump();
 }
 
+TEST(Conformance, ContinuingTheFinalMessageNeedsAddGenerationPromptOff) {
+  Server s;
+  int st = 0;
+  json body = {{"messages", {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "Once"}}}},
+               {"max_tokens", 2},
+               {"continue_final_message", true}};
+  json r = s.post("/v1/chat/completions", body, &st);  // add_generation_prompt defaults to true, as vLLM's
+  EXPECT_EQ(st, 400) << r.dump();
+  EXPECT_EQ(r["error"]["param"], "continue_final_message") << r.dump();
+  body["add_generation_prompt"] = false;
+  r = s.post("/v1/chat/completions", body, &st);
+  EXPECT_EQ(st, 200) << r.dump();
+  body["add_generation_prompt"] = "no";
+  r = s.post("/v1/chat/completions", body, &st);
+  EXPECT_EQ(st, 400) << r.dump();
+  EXPECT_EQ(r["error"]["param"], "add_generation_prompt") << r.dump();
+}
+
 TEST(Conformance, ASecondServerCannotTakeAPortInUse) {
   Server s;
   BackendConfig bc;

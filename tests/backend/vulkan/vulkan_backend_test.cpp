@@ -16,8 +16,8 @@
 
 #include "../op_harness.hpp"
 #include "backend/backend.hpp"
-#include "backend/cpu/common.hpp"
 #include "backend/ops.hpp"
+#include "backend/reference/common.hpp"
 #include "backend/vulkan/device.hpp"
 #include "core/half.hpp"
 
@@ -868,7 +868,7 @@ TEST(Vulkan, SiblingMatmulsRunAsOneDispatchWithTheSameBits) {
           bytes = quantize(t, w);
         } else {
           bytes.resize(static_cast<size_t>(M) * row_bytes(t, K));
-          backend::cpu::row_from_f32(t, w.data(), M * K, bytes.data());
+          backend::reference::row_from_f32(t, w.data(), M * K, bytes.data());
         }
         woff.push_back(wtotal);
         wtotal = (wtotal + bytes.size() + 255) / 256 * 256;
@@ -907,7 +907,7 @@ TEST(Vulkan, SiblingMatmulsRunAsOneDispatchWithTheSameBits) {
         std::vector<float> wf = is_quantized(t) ? dequantize(t, wbytes[i], Ms[i] * K) : std::vector<float>();
         if (!is_quantized(t)) {
           wf.resize(static_cast<size_t>(Ms[i] * K));
-          backend::cpu::row_to_f32(t, wbytes[i].data(), Ms[i] * K, wf.data());
+          backend::reference::row_to_f32(t, wbytes[i].data(), Ms[i] * K, wf.data());
         }
         for (int64_t r = 0; r < R; ++r)
           for (int64_t m = 0; m < Ms[i]; ++m) {

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "backend/backend.hpp"
-#include "backend/simd/kernels.hpp"
+#include "backend/cpu/kernels.hpp"
 
 namespace kiln::backend::simd {
 
@@ -15,6 +15,6 @@ void run_moe_matmul(const Node& n);
 void run_attention(const Node& n);    // attention.cpp
 void run_gated_delta(const Node& n);  // delta_net.cpp
 void run_conv1d(const Node& n);       // conv.cpp
-void run_node(const Node& n);         // simd_backend.cpp
+void run_node(const Node& n);         // cpu_backend.cpp
 
 }  // namespace kiln::backend::simd

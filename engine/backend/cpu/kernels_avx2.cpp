@@ -3,7 +3,7 @@
 // Compiled with -mavx2 -mfma -mf16c.
 #include <immintrin.h>
 
-#include "backend/simd/kernels.hpp"
+#include "backend/cpu/kernels.hpp"
 #include "core/ggml_blocks.hpp"
 
 namespace kiln::backend::simd {
@@ -31,13 +31,13 @@ struct V {
   }
   static float half(const unsigned char* p) { return _cvtsh_ss(static_cast<unsigned short>(p[0] | (p[1] << 8))); }
 };
-#include "backend/simd/int8_x86.inl"
+#include "backend/cpu/int8_x86.inl"
 
 using T = V::T;
 constexpr int W = V::W;
 constexpr int kRows = 4, kCols = 2, kGemvCols = 4;
 
-#include "backend/simd/tile.inl"
+#include "backend/cpu/tile.inl"
 
 }  // namespace
 

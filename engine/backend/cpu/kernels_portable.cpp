@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/simd/kernels.hpp"
+#include "backend/cpu/kernels.hpp"
 #include "core/ggml_blocks.hpp"
 #include "core/half.hpp"
 
@@ -176,7 +176,7 @@ using T = V::T;
 constexpr int W = V::W;
 constexpr int kRows = 4, kCols = 2, kGemvCols = 4;
 
-#include "backend/simd/tile.inl"
+#include "backend/cpu/tile.inl"
 
 }  // namespace
 

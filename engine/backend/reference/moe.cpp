@@ -6,11 +6,11 @@
 #include <cmath>
 #include <cstring>
 
-#include "backend/cpu/common.hpp"
-#include "backend/cpu/kernels.hpp"
 #include "backend/ops.hpp"
+#include "backend/reference/common.hpp"
+#include "backend/reference/kernels.hpp"
 
-namespace kiln::backend::cpu {
+namespace kiln::backend::reference {
 
 /** Larger key, larger value; -0 and +0 share a key; NaN ranks below -inf (as the Vulkan kernels). */
 static uint32_t rank_key(float v) {
@@ -99,4 +99,4 @@ void run_moe_sum(const Node& n) {
   });
 }
 
-}  // namespace kiln::backend::cpu
+}  // namespace kiln::backend::reference

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/common.hpp"
-#include "backend/cpu/kernels.hpp"
+#include "backend/reference/common.hpp"
+#include "backend/reference/kernels.hpp"
 
-namespace kiln::backend::cpu {
+namespace kiln::backend::reference {
 
 void run_rope(const Node& n) {
   const TensorDesc &x = n.src[0].desc, &pos = n.src[1].desc;
@@ -46,4 +46,4 @@ void run_rope(const Node& n) {
   });
 }
 
-}  // namespace kiln::backend::cpu
+}  // namespace kiln::backend::reference

@@ -4,10 +4,10 @@
 
 #include <cmath>
 
-#include "backend/cpu/common.hpp"
-#include "backend/cpu/kernels.hpp"
+#include "backend/reference/common.hpp"
+#include "backend/reference/kernels.hpp"
 
-namespace kiln::backend::cpu {
+namespace kiln::backend::reference {
 namespace {
 
 template <class F>
@@ -77,4 +77,4 @@ void run_softmax(const Node& n) {
   });
 }
 
-}  // namespace kiln::backend::cpu
+}  // namespace kiln::backend::reference

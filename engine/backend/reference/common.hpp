@@ -10,7 +10,7 @@
 #include "backend/backend.hpp"
 #include "core/half.hpp"
 
-namespace kiln::backend::cpu {
+namespace kiln::backend::reference {
 
 inline std::byte* bytes_of(const TensorRef& t) {
   return static_cast<std::byte*>(t.buffer->host_ptr()) + t.offset;
@@ -53,9 +53,9 @@ inline float sum_squares(const float* a, int64_t n) {
 /** Throws BackendError(invalid) "[backend cpu] <op>: <what>" for malformed bound graphs. */
 [[noreturn]] void fail(const Node& node, const std::string& what);
 
-}  // namespace kiln::backend::cpu
+}  // namespace kiln::backend::reference
 
-namespace kiln::backend::cpu {
+namespace kiln::backend::reference {
 
 /** One row of the "seqs" input. */
 struct Seq {
@@ -104,4 +104,4 @@ struct ConvShape {
 };
 ConvShape check_conv1d(const Node& n);  // conv.cpp
 
-}  // namespace kiln::backend::cpu
+}  // namespace kiln::backend::reference

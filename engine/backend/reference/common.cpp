@@ -1,5 +1,5 @@
 // Row conversions for the kernels (core/convert.hpp) and seqs validation.
-#include "backend/cpu/common.hpp"
+#include "backend/reference/common.hpp"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "backend/ops.hpp"
 #include "core/convert.hpp"
 
-namespace kiln::backend::cpu {
+namespace kiln::backend::reference {
 
 void row_to_f32(DType t, const std::byte* src, int64_t n, float* dst) {
   if (!to_f32(t, src, n, dst)) throw_error("[backend cpu] cannot read {} values as f32", dtype_name(t));
@@ -56,4 +56,4 @@ std::vector<Seq> read_seqs(const Node& node, const TensorRef& seqs, int64_t n_to
   return out;
 }
 
-}  // namespace kiln::backend::cpu
+}  // namespace kiln::backend::reference

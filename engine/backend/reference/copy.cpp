@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
 
-#include "backend/cpu/common.hpp"
-#include "backend/cpu/kernels.hpp"
+#include "backend/reference/common.hpp"
+#include "backend/reference/kernels.hpp"
 
-namespace kiln::backend::cpu {
+namespace kiln::backend::reference {
 namespace {
 
 /** Bytes and elements of one slice along axis 0 of `d`. */
@@ -104,4 +104,4 @@ void run_concat(const Node& n) {
   }
 }
 
-}  // namespace kiln::backend::cpu
+}  // namespace kiln::backend::reference

@@ -4,7 +4,7 @@
 // Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c.
 #include <immintrin.h>
 
-#include "backend/simd/kernels.hpp"
+#include "backend/cpu/kernels.hpp"
 #include "core/ggml_blocks.hpp"
 
 namespace kiln::backend::simd {
@@ -35,13 +35,13 @@ struct V {
   }
   static float half(const unsigned char* p) { return _cvtsh_ss(static_cast<unsigned short>(p[0] | (p[1] << 8))); }
 };
-#include "backend/simd/int8_x86.inl"
+#include "backend/cpu/int8_x86.inl"
 
 using T = V::T;
 constexpr int W = V::W;
 constexpr int kRows = 4, kCols = 4, kGemvCols = 8;
 
-#include "backend/simd/tile.inl"
+#include "backend/cpu/tile.inl"
 
 }  // namespace
 

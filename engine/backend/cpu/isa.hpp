@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "backend/simd/kernels.hpp"
+#include "backend/cpu/kernels.hpp"
 
 namespace kiln::backend::simd {
 

@@ -3,10 +3,10 @@
 
 #include <cmath>
 
-#include "backend/cpu/common.hpp"
-#include "backend/cpu/kernels.hpp"
+#include "backend/reference/common.hpp"
+#include "backend/reference/kernels.hpp"
 
-namespace kiln::backend::cpu {
+namespace kiln::backend::reference {
 
 void run_binary(const Node& n) {
   const TensorDesc &a = n.src[0].desc, &b = n.src[1].desc;
@@ -78,4 +78,4 @@ void run_unary(const Node& n) {
   }
 }
 
-}  // namespace kiln::backend::cpu
+}  // namespace kiln::backend::reference

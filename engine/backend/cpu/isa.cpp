@@ -1,5 +1,5 @@
 // CPU feature detection and the KILN_CPU_ISA override.
-#include "backend/simd/isa.hpp"
+#include "backend/cpu/isa.hpp"
 
 #if defined(KILN_SIMD_X86)
 #include <cpuid.h>
