@@ -230,9 +230,10 @@ const bool registered = register_command({
     "  --host H, --port P       where to listen (default 127.0.0.1:8080; --port 0 picks a free port,\n"
     "                           printed as 'kiln serve: listening on http://HOST:PORT')\n"
     "  --api-key KEY            require 'Authorization: Bearer KEY' (or x-api-key)\n\n"
-    "Routes: POST /v1/chat/completions, /v1/completions (OpenAI), /v1/messages,\n"
-    "        /v1/messages/count_tokens (Anthropic), /tokenize, /detokenize;\n"
-    "        GET /v1/models, /health, /metrics (Prometheus).\n",
+    "Routes: POST /v1/chat/completions, /v1/completions, /v1/responses (OpenAI),\n"
+    "        /v1/messages, /v1/messages/count_tokens (Anthropic), /tokenize, /detokenize;\n"
+    "        GET /v1/models, /health, /metrics (Prometheus); GET and DELETE\n"
+    "        /v1/responses/{id}, POST /v1/responses/{id}/cancel.\n",
     &run,
 });
 

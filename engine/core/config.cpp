@@ -202,7 +202,8 @@ std::string resolve(const std::string& base_dir, const std::string& p) {
 
 ServerConfig read_server(const Section& s) {
   s.expect_map({"host", "port", "api_keys", "max_request_bytes", "max_concurrent_requests", "request_timeout_s",
-                "read_timeout_s", "max_connections", "drain_timeout_s", "strip_system_lines", "limits"});
+                "read_timeout_s", "max_connections", "drain_timeout_s", "strip_system_lines", "response_store",
+                "limits"});
   ServerConfig c;
   c.host = s.str("host", c.host);
   c.port = s.number<int>("port", c.port, 0, 65535, "a port number");
@@ -225,6 +226,17 @@ ServerConfig read_server(const Section& s) {
     } catch (const std::regex_error& e) {
       s.fail_at(s.child("strip_system_lines")[i],
                 fmt::format("server.strip_system_lines[{}] is not a valid regular expression: {}", i, e.what()));
+    }
+  }
+  if (s.has("response_store")) {
+    const Section r = s.section("response_store");
+    r.expect_map({"max_responses", "max_bytes"});
+    auto& m = c.response_store;
+    m.max_responses = r.number<int>("max_responses", m.max_responses, 0, 1 << 24, "a count (0: store nothing)");
+    if (r.has("max_bytes")) {
+      YAML::Node n = r.child("max_bytes");
+      if (!n.IsScalar() || !parse_byte_size(n.Scalar(), &m.max_bytes))
+        r.fail_at(n, "server.response_store.max_bytes must be a size such as 64MiB");
     }
   }
   if (s.has("limits")) {
@@ -474,6 +486,10 @@ std::string Config::to_yaml() const {
     e << YAML::EndSeq;
     e << YAML::Key << "max_connections" << YAML::Value << server->max_connections;
     e << YAML::Key << "drain_timeout_s" << YAML::Value << server->drain_timeout_s;
+    e << YAML::Key << "response_store" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "max_responses" << YAML::Value << server->response_store.max_responses;
+    e << YAML::Key << "max_bytes" << YAML::Value << server->response_store.max_bytes;
+    e << YAML::EndMap;
     const auto& l = server->limits;
     e << YAML::Key << "limits" << YAML::Value << YAML::BeginMap;
     e << YAML::Key << "max_messages" << YAML::Value << l.max_messages;

@@ -44,6 +44,12 @@ struct ServerConfig {
    * caching (Claude Code's `x-anthropic-billing-header: ...` line). Empty: nothing removed.
    */
   std::vector<std::string> strip_system_lines;
+  /** The Responses API's stored responses (previous_response_id, GET): the least recently used
+   *  go first beyond either bound. */
+  struct ResponseStore {
+    int max_responses = 1024;
+    uint64_t max_bytes = 64ull << 20;
+  } response_store;
   /** What one request may ask for; beyond each, a 400 naming the field and the limit. */
   struct Limits {
     int max_messages = 1024;

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <mutex>
+#include <unordered_map>
 
 #include "core/error.hpp"
 #include "core/json_ordered.hpp"
@@ -19,6 +21,7 @@
 #include "serve/engine.hpp"
 #include "serve/metrics.hpp"
 #include "serve/openai.hpp"
+#include "serve/responses.hpp"
 #include "serve/served_model.hpp"
 #include "template/template.hpp"
 
@@ -186,12 +189,45 @@ struct HttpServer::Impl {
   }
 
   void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  /** OpenAI's Responses API (serve/responses.hpp): create, retrieve, delete, cancel. */
+  std::unique_ptr<ResponseStore> responses;
+  std::mutex responses_mu;
+  /** Responses in flight, for cancel: id → (owner, request). */
+  std::unordered_map<std::string, std::pair<std::string, std::weak_ptr<GenRequest>>> responses_in_flight;
+  /** The API key a request carries ("" when the server has none: one tenant). */
+  std::string owner_of(const httplib::Request& req) const;
+  void responses_create(const httplib::Request& req, httplib::Response& res);
+  void responses_get(const httplib::Request& req, httplib::Response& res);
+  void responses_delete(const httplib::Request& req, httplib::Response& res);
+  void responses_cancel(const httplib::Request& req, httplib::Response& res);
   /** POST /v1/messages and /v1/messages/count_tokens (Anthropic's API, serve/anthropic.hpp). */
   void messages(const httplib::Request& req, httplib::Response& res);
   void count_tokens(const httplib::Request& req, httplib::Response& res);
-  /** A checked request run to its answer, written by Writer (OpenAI's or Anthropic's format). */
+  // A generation request, from checked to answered: admitted, prepared by its engine, then answered
+  // whole or streamed, in OpenAI's or Anthropic's format (Writer, SendError).
+  using SendError = void (*)(httplib::Response&, const ApiError&);
+  struct Admission;
+  /** Admitted (null with a 429 or, while draining, a 503 sent). */
+  std::shared_ptr<Admission> admit(httplib::Response& res, const ApiRequest& api, SendError send);
+  /** Waits for the engine to prepare the request; false with its 400 or 503 sent. */
+  bool prepared(httplib::Response& res, GenRequest& g, Admission& admission, bool anthropic, SendError send);
+  /** `make(api)` gives the Writer (std::unique_ptr). */
+  template <class Writer, class Make>
+  void serve(const httplib::Request& req, httplib::Response& res, ApiRequest parsed, bool anthropic, Make make);
   template <class Writer>
-  void serve(const httplib::Request& req, httplib::Response& res, ApiRequest parsed, bool anthropic);
+  void serve(const httplib::Request& req, httplib::Response& res, ApiRequest parsed, bool anthropic) {
+    serve<Writer>(req, res, std::move(parsed), anthropic,
+                  [](const ApiRequest& a) { return std::make_unique<Writer>(a, a.model->name()); });
+  }
+  /** The whole answer once the last piece is in (or the error that ended it). */
+  template <class Writer>
+  void answer(const httplib::Request& req, httplib::Response& res, const ApiRequest& api, Writer& w,
+              Admission& admission, Clock::time_point deadline, SendError send);
+  /** Server-sent events as pieces come. */
+  template <class Writer>
+  void stream(const httplib::Request& req, httplib::Response& res, std::shared_ptr<ApiRequest> api,
+              std::shared_ptr<Writer> writer, std::shared_ptr<Admission> admission, Clock::time_point deadline,
+              bool anthropic);
   std::vector<std::regex> strip_lines;  ///< server.strip_system_lines, compiled
   /** The body and model of a /tokenize or /detokenize request, or null with the error sent. */
   ServedModel* tokenizer_request(const httplib::Request& req, httplib::Response& res, json* body);
@@ -230,72 +266,68 @@ void HttpServer::Impl::count_tokens(const httplib::Request& req, httplib::Respon
   res.set_content(*body, "application/json");
 }
 
-template <class Writer>
-void HttpServer::Impl::serve(const httplib::Request& req, httplib::Response& res, ApiRequest parsed_request,
-                             bool anthropic) {
-  const auto send_error = [anthropic](httplib::Response& r, const ApiError& e) {
-    anthropic ? send_anthropic_error(r, e) : kiln::serve::send_error(r, e);
-  };
-  std::optional<ApiRequest> parsed(std::move(parsed_request));
-  // Admission: at most max_concurrent_requests generation requests at once, none while draining
-  // (counted first, so that drain() never sees 0 while a request is being admitted).
+/** Ends a request's admission exactly once, whatever path the request leaves by (an exception
+ *  included: the destructor counts it as a 500 and gives the slot back). */
+struct HttpServer::Impl::Admission {
+  Impl* self;
+  std::string model, id;
+  std::shared_ptr<GenRequest> gen;
+  Clock::time_point start = Clock::now();
+  bool ended = false;
+  void end(int status) {
+    if (ended) return;
+    ended = true;
+    // Counted before the in-flight gauge drops, so a reader who sees 0 in flight sees the count.
+    self->metrics.request_done(model, status);
+    if (status == 499) self->metrics.cancelled(model);
+    self->metrics.in_flight(-1);
+    self->in_flight.fetch_sub(1);
+    Usage u;
+    {
+      std::lock_guard lock(gen->mu);
+      u = gen->usage;
+    }
+    log::info("[serve] {} {} {}: {} prompt + {} generated tokens in {:.3f} s", id, model, status, u.prompt_tokens,
+              u.completion_tokens, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  ~Admission() { end(500); }
+};
+
+std::shared_ptr<HttpServer::Impl::Admission> HttpServer::Impl::admit(httplib::Response& res, const ApiRequest& api,
+                                                                     SendError send) {
+  // At most max_concurrent_requests generation requests at once, none while draining (counted
+  // first, so that drain() never sees 0 while a request is being admitted).
   const int before = in_flight.fetch_add(1);
   if (draining.load()) {
     in_flight.fetch_sub(1);
     res.set_header("Retry-After", "5");
-    metrics.request_done(parsed->model->name(), 503);
-    return send_error(
-        res, {503, "the server is shutting down; retry on another replica", "", "server_error", "shutting_down"});
+    metrics.request_done(api.model->name(), 503);
+    send(res, {503, "the server is shutting down; retry on another replica", "", "server_error", "shutting_down"});
+    return nullptr;
   }
   if (before >= cfg.max_concurrent_requests) {
     in_flight.fetch_sub(1);
     res.set_header("Retry-After", "1");
-    metrics.request_done(parsed->model->name(), 429);
-    return send_error(res, {429,
-                            fmt::format("the server is at its limit of {} concurrent requests; retry shortly",
-                                        cfg.max_concurrent_requests),
-                            "", "rate_limit_error", "rate_limit_exceeded"});
+    metrics.request_done(api.model->name(), 429);
+    send(res, {429,
+               fmt::format("the server is at its limit of {} concurrent requests; retry shortly",
+                           cfg.max_concurrent_requests),
+               "", "rate_limit_error", "rate_limit_exceeded"});
+    return nullptr;
   }
   metrics.in_flight(1);
-  auto api = std::make_shared<ApiRequest>(std::move(*parsed));
-  const std::string model_name = api->model->name();
-  // Ends the request's admission exactly once, whatever path the request leaves by (an exception
-  // included: the destructor counts it as a 500 and gives the slot back).
-  struct Admission {
-    Impl* self;
-    std::string model, id;
-    std::shared_ptr<GenRequest> gen;
-    Clock::time_point start = Clock::now();
-    bool ended = false;
-    void end(int status) {
-      if (ended) return;
-      ended = true;
-      // Counted before the in-flight gauge drops, so a reader who sees 0 in flight sees the count.
-      self->metrics.request_done(model, status);
-      if (status == 499) self->metrics.cancelled(model);
-      self->metrics.in_flight(-1);
-      self->in_flight.fetch_sub(1);
-      Usage u;
-      {
-        std::lock_guard lock(gen->mu);
-        u = gen->usage;
-      }
-      log::info("[serve] {} {} {}: {} prompt + {} generated tokens in {:.3f} s", id, model, status, u.prompt_tokens,
-                u.completion_tokens, std::chrono::duration<double>(Clock::now() - start).count());
-    }
-    ~Admission() { end(500); }
-  };
   // Constructed in place: a copy's destructor would end it.
-  std::shared_ptr<Admission> admission(new Admission{this, model_name, api->gen->id, api->gen});
-  auto done = [admission](int status) { admission->end(status); };
-  GenRequest& g = *api->gen;
-  engine_of(api->model).submit(api->gen);
+  return std::shared_ptr<Admission>(new Admission{this, api.model->name(), api.gen->id, api.gen});
+}
+
+bool HttpServer::Impl::prepared(httplib::Response& res, GenRequest& g, Admission& admission, bool anthropic,
+                                SendError send) {
   std::string why, param, code;
   switch (g.wait_prepared(std::chrono::seconds(cfg.request_timeout_s), &why, &param, &code)) {
     case GenRequest::Prepared::ok:
-      break;
+      return true;
     case GenRequest::Prepared::refused:
-      done(400);
+      admission.end(400);
       if (anthropic && code == "context_length_exceeded")  // Anthropic's own wording, which its clients read
         why = g.overflow_output
                   ? fmt::format(
@@ -303,67 +335,101 @@ void HttpServer::Impl::serve(const httplib::Request& req, httplib::Response& res
                         "decrease input length or `max_tokens` and try again",
                         g.overflow_prompt, g.overflow_output, g.overflow_limit)
                   : fmt::format("prompt is too long: {} tokens > {} maximum", g.overflow_prompt, g.overflow_limit);
-      return send_error(res, {400, why, param, "invalid_request_error", code});
+      send(res, {400, why, param, "invalid_request_error", code});
+      return false;
     case GenRequest::Prepared::timed_out:
       g.cancelled.store(true);
-      done(503);
-      return send_error(res, {503, "the request was not prepared in time; retry", "", "server_error", ""});
+      admission.end(503);
+      send(res, {503, "the request was not prepared in time; retry", "", "server_error", ""});
+      return false;
   }
+  return false;
+}
+
+template <class Writer, class Make>
+void HttpServer::Impl::serve(const httplib::Request& req, httplib::Response& res, ApiRequest parsed, bool anthropic,
+                             Make make) {
+  const SendError send = anthropic ? send_anthropic_error : kiln::serve::send_error;
+  std::shared_ptr<Admission> admission = admit(res, parsed, send);
+  if (!admission) return;
+  auto api = std::make_shared<ApiRequest>(std::move(parsed));
+  engine_of(api->model).submit(api->gen);
+  if (!prepared(res, *api->gen, *admission, anthropic, send)) return;
   const auto deadline = Clock::now() + std::chrono::seconds(cfg.request_timeout_s);
-  if (!api->stream) {
-    Writer w(*api, model_name);
-    Liveness live(req);
-    std::vector<Piece> pieces;
-    std::string error;
-    bool timed_out = false;
-    for (;;) {
-      pieces.clear();
-      const bool more = g.next(pieces, std::chrono::milliseconds(100));
-      for (const Piece& p : pieces) {
-        if (!p.error.empty()) error = p.error;
-        w.absorb(p);
-      }
-      if (!more) break;
-      if (stopping.load()) {
-        g.cancelled.store(true);
-        done(503);
-        return send_error(res, {503, "the server is shutting down", "", "server_error", ""});
-      }
-      if (!live.alive()) {
-        g.cancelled.store(true);
-        done(499);
-        return;  // nobody to answer
-      }
-      if (Clock::now() > deadline) {
-        g.cancelled.store(true);
-        timed_out = true;
+  std::shared_ptr<Writer> writer = make(*api);
+  if (api->stream)
+    stream<Writer>(req, res, api, std::move(writer), std::move(admission), deadline, anthropic);
+  else
+    answer<Writer>(req, res, *api, *writer, *admission, deadline, send);
+}
+
+/** A writer that can end its answer as cancelled (the Responses API's cancel route). */
+template <class Writer>
+concept Cancellable = requires(Writer& w) {
+  w.cancel();
+};
+
+template <class Writer>
+void HttpServer::Impl::answer(const httplib::Request& req, httplib::Response& res, const ApiRequest& api, Writer& w,
+                              Admission& admission, Clock::time_point deadline, SendError send) {
+  GenRequest& g = *api.gen;
+  Liveness live(req);
+  std::vector<Piece> pieces;
+  std::string error;
+  for (;;) {
+    pieces.clear();
+    const bool more = g.next(pieces, std::chrono::milliseconds(100));
+    for (const Piece& p : pieces) {
+      if (!p.error.empty()) error = p.error;
+      w.absorb(p);
+    }
+    if (!more) break;
+    if constexpr (Cancellable<Writer>) {
+      if (g.cancelled.load()) {  // by the cancel route: the answer so far, marked cancelled
+        w.cancel();
         break;
       }
     }
-    if (timed_out) {
-      done(504);
-      return send_error(
-          res, {504, fmt::format("the request took longer than request_timeout_s ({} s)", cfg.request_timeout_s), "",
-                "timeout_error", "timeout"});
+    if (stopping.load()) {
+      g.cancelled.store(true);
+      admission.end(503);
+      return send(res, {503, "the server is shutting down", "", "server_error", ""});
     }
-    if (!error.empty()) {
-      done(500);
-      return send_error(res, {500, error, "", "server_error", ""});
+    if (!live.alive()) {
+      g.cancelled.store(true);
+      admission.end(499);
+      return;  // nobody to answer
     }
-    Usage u;
-    {
-      std::lock_guard lock(g.mu);
-      u = g.usage;
+    if (Clock::now() > deadline) {
+      g.cancelled.store(true);
+      admission.end(504);
+      return send(res,
+                  {504, fmt::format("the request took longer than request_timeout_s ({} s)", cfg.request_timeout_s), "",
+                   "timeout_error", "timeout"});
     }
-    res.set_content(w.final_body(u), "application/json");
-    done(200);
-    return;
   }
-  // Streaming: server-sent events until [DONE]; a client that goes away cancels the request.
-  auto writer = std::make_shared<Writer>(*api, model_name);
+  if (!error.empty()) {
+    admission.end(500);
+    return send(res, {500, error, "", "server_error", ""});
+  }
+  Usage u;
+  {
+    std::lock_guard lock(g.mu);
+    u = g.usage;
+  }
+  res.set_content(w.final_body(u), "application/json");
+  admission.end(200);
+}
+
+template <class Writer>
+void HttpServer::Impl::stream(const httplib::Request& req, httplib::Response& res, std::shared_ptr<ApiRequest> api,
+                              std::shared_ptr<Writer> writer, std::shared_ptr<Admission> admission,
+                              Clock::time_point deadline, bool anthropic) {
+  // Server-sent events until [DONE]; a client that goes away cancels the request.
   auto live = std::make_shared<Liveness>(req);
   auto streaming = std::make_shared<Busy>(watch.get(), req);  // held until the stream ends
   auto finished = std::make_shared<bool>(false);
+  auto done = [admission](int status) { admission->end(status); };
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
@@ -371,9 +437,15 @@ void HttpServer::Impl::serve(const httplib::Request& req, httplib::Response& res
       [this, api, writer, live, finished, deadline, done, anthropic](size_t, httplib::DataSink& sink) {
         GenRequest& r = *api->gen;
         std::vector<Piece> pieces;
-        const bool more = r.next(pieces, std::chrono::milliseconds(100));
+        bool more = r.next(pieces, std::chrono::milliseconds(100));
         std::string out;
         for (const Piece& p : pieces) out += writer->stream_piece(p);
+        if constexpr (Cancellable<Writer>) {
+          if (more && r.cancelled.load() && !*finished) {  // by the cancel route: end the stream cancelled
+            writer->cancel();
+            more = false;
+          }
+        }
         if (!more) {
           Usage u;
           {
@@ -414,6 +486,72 @@ void HttpServer::Impl::serve(const httplib::Request& req, httplib::Response& res
       });
 }
 
+std::string HttpServer::Impl::owner_of(const httplib::Request& req) const {
+  if (cfg.api_keys.empty()) return {};
+  // Bearer (OpenAI clients) or x-api-key (Anthropic clients).
+  const std::string auth = req.get_header_value("Authorization");
+  return auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : req.get_header_value("x-api-key");
+}
+
+void HttpServer::Impl::responses_create(const httplib::Request& req, httplib::Response& res) {
+  ApiError err;
+  const std::string owner = owner_of(req);
+  std::optional<ResponsesRequest> parsed = parse_responses(
+      req.body, [this](const std::string& name, ApiError* e) { return lookup(name, e); }, cfg.limits, *responses, owner,
+      &err);
+  if (!parsed) return send_error(res, err);
+  auto rr = std::make_shared<const ResponsesRequest>(std::move(*parsed));
+  {
+    std::lock_guard lock(responses_mu);
+    std::erase_if(responses_in_flight, [](const auto& kv) { return kv.second.second.expired(); });
+    responses_in_flight[rr->id] = {owner, rr->api.gen};
+  }
+  serve<ResponsesWriter>(req, res, rr->api, false, [this, rr](const ApiRequest& api) {
+    return std::make_unique<ResponsesWriter>(rr, responses.get(), api.model->name());
+  });
+}
+
+namespace {
+ApiError no_response(const std::string& id) {
+  return {404, fmt::format("no response '{}' (it was not stored, was deleted, or was evicted)", id), "",
+          "invalid_request_error", "not_found"};
+}
+}  // namespace
+
+void HttpServer::Impl::responses_get(const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches[1];
+  const std::optional<ResponseStore::Entry> e = responses->get(id, owner_of(req));
+  if (!e) return send_error(res, no_response(id));
+  res.set_content(e->response, "application/json");
+}
+
+void HttpServer::Impl::responses_delete(const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches[1];
+  if (!responses->erase(id, owner_of(req))) return send_error(res, no_response(id));
+  res.set_content(json{{"id", id}, {"object", "response.deleted"}, {"deleted", true}}.dump(), "application/json");
+}
+
+void HttpServer::Impl::responses_cancel(const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches[1];
+  std::shared_ptr<GenRequest> g;
+  {
+    std::lock_guard lock(responses_mu);
+    const auto it = responses_in_flight.find(id);
+    if (it != responses_in_flight.end() && it->second.first == owner_of(req)) g = it->second.second.lock();
+  }
+  if (!g) {
+    if (responses->get(id, owner_of(req)))
+      return send_error(res, {400,
+                              fmt::format("response '{}' has finished; only a response in progress can be "
+                                          "cancelled",
+                                          id),
+                              "", "invalid_request_error", ""});
+    return send_error(res, no_response(id));
+  }
+  g->cancelled.store(true);
+  res.set_content(cancelled_response_json(id), "application/json");
+}
+
 ServedModel* HttpServer::Impl::tokenizer_request(const httplib::Request& req, httplib::Response& res, json* body) {
   if (!object_body(req, res, body)) return nullptr;
   ApiError err;
@@ -438,7 +576,10 @@ void HttpServer::Impl::tokenize(const httplib::Request& req, httplib::Response& 
     if (body.contains("messages")) {
       if (!m->chat_template())
         return send_error(res, {400, "this model has no chat template", "messages", "invalid_request_error", ""});
-      ids = m->encode_chat(ChatInput::from_body(body));  // add_generation_prompt defaults to true
+      json b = body;  // add_generation_prompt defaults to true, as on the chat route
+      if (!b.contains("add_generation_prompt") || b["add_generation_prompt"].is_null())
+        b["add_generation_prompt"] = true;
+      ids = m->encode_chat(ChatInput::from_body(b));
     } else if (body.contains("prompt") && body["prompt"].is_string()) {
       bool add_special = true;
       if (body.contains("add_special_tokens")) {
@@ -493,7 +634,7 @@ void HttpServer::Impl::routes() {
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     res.set_header("Access-Control-Allow-Origin", "*");
     if (req.method == "OPTIONS") {
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       res.set_header("Access-Control-Allow-Headers",
                      "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
       res.status = 200;
@@ -503,8 +644,7 @@ void HttpServer::Impl::routes() {
     if (guarded && !cfg.api_keys.empty()) {
       // Bearer (OpenAI clients) or x-api-key (Anthropic clients).
       const std::string auth = req.get_header_value("Authorization"), x_key = req.get_header_value("x-api-key");
-      const std::string key = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : x_key;
-      if (!key_matches(cfg.api_keys, key)) {
+      if (!key_matches(cfg.api_keys, owner_of(req))) {
         const ApiError e{401,
                          auth.empty() && x_key.empty()
                              ? "an API key is required: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'"
@@ -577,6 +717,14 @@ void HttpServer::Impl::routes() {
   svr.Post("/v1/messages", busy([this](const httplib::Request& req, httplib::Response& res) { messages(req, res); }));
   svr.Post("/v1/messages/count_tokens",
            busy([this](const httplib::Request& req, httplib::Response& res) { count_tokens(req, res); }));
+  svr.Post("/v1/responses",
+           busy([this](const httplib::Request& req, httplib::Response& res) { responses_create(req, res); }));
+  svr.Get(R"(/v1/responses/([^/]+))",
+          busy([this](const httplib::Request& req, httplib::Response& res) { responses_get(req, res); }));
+  svr.Delete(R"(/v1/responses/([^/]+))",
+             busy([this](const httplib::Request& req, httplib::Response& res) { responses_delete(req, res); }));
+  svr.Post(R"(/v1/responses/([^/]+)/cancel)",
+           busy([this](const httplib::Request& req, httplib::Response& res) { responses_cancel(req, res); }));
   svr.Post("/tokenize", busy([this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); }));
   svr.Post("/detokenize", busy([this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); }));
 }
@@ -587,6 +735,8 @@ HttpServer::HttpServer(std::vector<std::unique_ptr<ServedModel>> models, const S
   impl_->cfg = server;
   for (const std::string& p : server.strip_system_lines) impl_->strip_lines.emplace_back(p, std::regex::ECMAScript);
   for (auto& m : impl_->models) impl_->engines.push_back(std::make_unique<Engine>(*m, impl_->metrics));
+  impl_->responses = std::make_unique<ResponseStore>(static_cast<size_t>(server.response_store.max_responses),
+                                                     server.response_store.max_bytes);
   impl_->routes();
 }
 

@@ -7,8 +7,9 @@
 //     of one (at a string's start or end).
 // The first byte picks chat or completions (bit 0), or Anthropic's /v1/messages (bit 1): its body
 // refused with a 4xx in Anthropic's error shape or answered as well-formed events and a JSON
-// message, and the lenient escape pass changing nothing in valid JSON. The model is the embedded
-// stories260K on the CPU.
+// message, and the lenient escape pass changing nothing in valid JSON; bit 2 picks /v1/responses
+// (a 4xx, or well-formed events and a JSON response object). The model is the embedded stories260K
+// on the CPU.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "serve/anthropic.hpp"
 #include "serve/control_tokens.hpp"
 #include "serve/openai.hpp"
+#include "serve/responses.hpp"
 #include "serve/served_model.hpp"
 #include "source_paths.hpp"
 
@@ -81,6 +83,53 @@ void check_events(const std::string& sse) {
   }
 }
 
+/** A piece with every kind of delta, the body's own bytes as content (invalid UTF-8 included). */
+kiln::serve::Piece pieces_of(const std::string& body) {
+  using K = kiln::parse::Delta::Kind;
+  kiln::serve::Piece p;
+  p.deltas = {{K::reasoning, "r", 0, "", ""},
+              {K::content, body, 0, "", ""},
+              {K::call_start, "", 0, "call_1", "f"},
+              {K::call_arguments, "{\"a\"", 0, "", ""},
+              {K::call_arguments, ": 1}", 0, "", ""}};
+  p.token_ids = {1, 2, 3};
+  p.finish = kiln::serve::Finish::tool_calls;
+  return p;
+}
+
+const auto lookup = [](const std::string& name, kiln::serve::ApiError* e) -> kiln::serve::ServedModel* {
+  if (name.empty() || name == "m") return &model();
+  *e = {404, "no such model", "model", "invalid_request_error", "model_not_found"};
+  return nullptr;
+};
+
+/** A /v1/responses body: a 4xx or a request whose writers give JSON events and a JSON response. */
+int responses(const std::string& body) {
+  static kiln::serve::ResponseStore store(4, 1 << 16);
+  kiln::serve::ApiError err;
+  std::optional<kiln::serve::ResponsesRequest> req;
+  try {
+    req = kiln::serve::parse_responses(body, lookup, kiln::ServerConfig::Limits{}, store, "", &err);
+  } catch (const std::exception& e) {
+    check(false, "parse_responses threw", e.what());
+  }
+  if (!req) {
+    check(err.status >= 400 && err.status < 500, "a refusal is a 4xx");
+    check(json::accept(kiln::serve::error_json(err)), "the error envelope is JSON");
+    return 0;
+  }
+  auto shared = std::make_shared<const kiln::serve::ResponsesRequest>(std::move(*req));
+  const kiln::serve::Piece p = pieces_of(body);
+  kiln::serve::ResponsesWriter w(shared, &store, "m");
+  std::string events = w.stream_piece(p);
+  events += w.stream_end(kiln::serve::Usage{3, 1, 0});
+  check_events(events);
+  kiln::serve::ResponsesWriter w2(shared, &store, "m");
+  w2.absorb(p);
+  check(json::accept(w2.final_body(kiln::serve::Usage{3, 1, 0})), "the response is JSON");
+  return 0;
+}
+
 int messages(const std::string& body) {
   size_t fixed = 0;
   const std::string tolerant = kiln::serve::tolerate_invalid_escapes(body, &fixed);
@@ -88,11 +137,6 @@ int messages(const std::string& body) {
   if (body.find('\0') == std::string::npos && json::accept(body))
     check(fixed == 0 && tolerant == body, "valid JSON is left as it is");
   kiln::serve::ApiError err;
-  const auto lookup = [](const std::string& name, kiln::serve::ApiError* e) -> kiln::serve::ServedModel* {
-    if (name.empty() || name == "m") return &model();
-    *e = {404, "no such model", "model", "invalid_request_error", "model_not_found"};
-    return nullptr;
-  };
   std::optional<kiln::serve::ApiRequest> req;
   try {
     req = kiln::serve::parse_messages(body, lookup, kiln::ServerConfig::Limits{}, {}, &err);
@@ -104,16 +148,11 @@ int messages(const std::string& body) {
     check(json::accept(kiln::serve::anthropic_error_json(err)), "the error object is JSON");
     return 0;
   }
-  kiln::serve::Piece p;
-  p.deltas.push_back(json{{"reasoning_content", "r"}}.dump());
-  p.deltas.push_back(json{{"content", json(body).dump(-1, ' ', false, json::error_handler_t::replace)}}.dump());
-  p.deltas.push_back(
-      json{{"tool_calls", {{{"index", 0}, {"id", "call_1"}, {"function", {{"name", "f"}, {"arguments", "{\"a\""}}}}}}}
-          .dump());
-  p.deltas.push_back(json{{"tool_calls", {{{"index", 0}, {"function", {{"arguments", ": 1}"}}}}}}}.dump());
-  p.finish = kiln::serve::Finish::tool_calls;
+  kiln::serve::Piece p = pieces_of(body);
   kiln::serve::MessagesWriter w(*req, "m");
-  check_events(w.stream_piece(p) + w.stream_end(kiln::serve::Usage{3, 1, 0}));
+  std::string events = w.stream_piece(p);
+  events += w.stream_end(kiln::serve::Usage{3, 1, 0});
+  check_events(events);
   kiln::serve::MessagesWriter w2(*req, "m");
   w2.absorb(p);
   check(json::accept(w2.final_body(kiln::serve::Usage{3, 1, 0})), "the message is JSON");
@@ -124,16 +163,12 @@ int messages(const std::string& body) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
+  if (data[0] & 4) return responses(std::string(reinterpret_cast<const char*>(data) + 1, size - 1));
   if (data[0] & 2) return messages(std::string(reinterpret_cast<const char*>(data) + 1, size - 1));
   const bool chat = data[0] & 1;
   const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
   kiln::serve::ApiError err;
   kiln::ServerConfig::Limits limits;
-  const auto lookup = [](const std::string& name, kiln::serve::ApiError* e) -> kiln::serve::ServedModel* {
-    if (name.empty() || name == "m") return &model();
-    *e = {404, "no such model", "model", "invalid_request_error", "model_not_found"};
-    return nullptr;
-  };
   std::optional<kiln::serve::ApiRequest> req;
   try {
     req = kiln::serve::parse_request(body, chat, lookup, limits, &err);

@@ -110,6 +110,75 @@ await expectError('tool_choice required on a model without a tool-call parser is
   { ...chatBody, tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }], tool_choice: 'required' },
   400, 'tool_choice');
 
+// The Responses API (/v1/responses) through the client's own helpers.
+const respBody = { model, input: 'Tell me a story', max_output_tokens: 24, temperature: 0 };
+let respText = '';
+await check('responses.create: the chat route\'s text for the same conversation', async () => {
+  const r = await client.responses.create(respBody);
+  assert.equal(r.object, 'response');
+  assert.equal(r.status, 'incomplete');
+  assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+  assert.equal(r.output_text, chatText);
+  assert.equal(r.usage.output_tokens, 24);
+  respText = r.output_text;
+});
+
+await check('responses.stream: its final response is the non-streamed one', async () => {
+  const stream = client.responses.stream(respBody);
+  let deltas = '';
+  stream.on('response.output_text.delta', (e) => { deltas += e.delta; });
+  const final = await stream.finalResponse();
+  assert.equal(final.output_text, respText);
+  assert.equal(deltas, respText);
+  assert.equal(final.status, 'incomplete');
+});
+
+await check('responses: previous_response_id reuses the cached prefix; retrieve and delete', async () => {
+  const story = 'Once upon a time there was a little girl named Lily who loved to play in the park with her friends';
+  const a = await client.responses.create({ model, input: story, max_output_tokens: 16, temperature: 0 });
+  const b = await client.responses.create({ model, previous_response_id: a.id, input: 'And then?', max_output_tokens: 8, temperature: 0 });
+  assert.equal(b.previous_response_id, a.id);
+  assert.ok(b.usage.input_tokens > a.usage.input_tokens + 16);
+  assert.ok(b.usage.input_tokens_details.cached_tokens > 0, JSON.stringify(b.usage));
+  const got = await client.responses.retrieve(a.id);
+  assert.equal(got.id, a.id);
+  assert.equal(got.output_text, a.output_text);
+  await client.responses.delete(a.id);
+  await assert.rejects(client.responses.retrieve(a.id), (e) => e instanceof OpenAI.APIError && e.status === 404);
+});
+
+await check('responses: strict text.format output validates', async () => {
+  const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 8 } }, required: ['name'], additionalProperties: false };
+  const r = await client.responses.create({ model, input: 'Name a cat', max_output_tokens: 64, temperature: 0.7, seed: 3,
+    text: { format: { type: 'json_schema', name: 'cat', schema, strict: true } } });
+  const v = JSON.parse(r.output_text);
+  assert.deepEqual(Object.keys(v), ['name']);
+  assert.ok(typeof v.name === 'string' && [...v.name].length <= 8);
+});
+
+await check('responses: a function call round trip through function_call_output', async () => {
+  const qwen = 'tiny-qwen3.5';
+  const tools = [{ type: 'function', name: 'get_weather', strict: true,
+    parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 6 } }, required: ['city'], additionalProperties: false } }];
+  const a = await client.responses.create({ model: qwen, input: 'Weather in Paris?', tools, tool_choice: 'required',
+    max_output_tokens: 200, temperature: 0, reasoning: { effort: 'minimal' } });
+  const call = a.output.find((o) => o.type === 'function_call');
+  assert.ok(call, JSON.stringify(a.output));
+  assert.equal(call.name, 'get_weather');
+  assert.equal(typeof JSON.parse(call.arguments).city, 'string');
+  const b = await client.responses.create({ model: qwen, previous_response_id: a.id, tools, max_output_tokens: 4, temperature: 0,
+    input: [{ type: 'function_call_output', call_id: call.call_id, output: 'sunny' }] });
+  assert.ok(['completed', 'incomplete'].includes(b.status));
+  assert.ok(b.usage.input_tokens > a.usage.input_tokens);
+});
+
+await check('responses: errors are APIErrors naming the field', async () => {
+  await assert.rejects(client.responses.create({ model, input: 'x', tools: [{ type: 'web_search' }] }),
+    (e) => e instanceof OpenAI.APIError && e.status === 400 && e.param === 'tools[0].type');
+  await assert.rejects(client.responses.create({ model, input: 'x', previous_response_id: 'resp_none' }),
+    (e) => e instanceof OpenAI.APIError && e.status === 404);
+});
+
 server.kill('SIGTERM');
 await new Promise((r) => server.on('exit', r));
 console.log(failed ? `${failed} failed` : 'all passed');
