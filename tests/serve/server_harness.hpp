@@ -53,6 +53,22 @@ inline bool post_streaming(httplib::Client& c, const std::string& path, const st
   return c.send(req, res, err);
 }
 
+/** Server-sent events with event lines (Anthropic's, Responses') as (event, data) pairs. */
+inline std::vector<std::pair<std::string, json>> events_of(const std::string& body) {
+  std::vector<std::pair<std::string, json>> out;
+  size_t at = 0;
+  while (at < body.size()) {
+    const size_t end = body.find("\n\n", at);
+    if (end == std::string::npos) break;
+    const std::string block = body.substr(at, end - at);
+    at = end + 2;
+    const size_t nl = block.find('\n');
+    if (block.rfind("event: ", 0) != 0 || nl == std::string::npos) continue;
+    out.emplace_back(block.substr(7, nl - 7), json::parse(block.substr(nl + 7)));
+  }
+  return out;
+}
+
 inline ModelConfig model_config() {
   ModelConfig m;
   m.name = "stories";

@@ -35,22 +35,6 @@ json turn2(const json& first_content) {
   return t;
 }
 
-/** Server-sent events as (event, data) pairs. */
-std::vector<std::pair<std::string, json>> events_of(const std::string& body) {
-  std::vector<std::pair<std::string, json>> out;
-  size_t at = 0;
-  while (at < body.size()) {
-    const size_t end = body.find("\n\n", at);
-    if (end == std::string::npos) break;
-    const std::string block = body.substr(at, end - at);
-    at = end + 2;
-    const size_t nl = block.find('\n');
-    if (block.rfind("event: ", 0) != 0 || nl == std::string::npos) continue;
-    out.emplace_back(block.substr(7, nl - 7), json::parse(block.substr(nl + 7)));
-  }
-  return out;
-}
-
 /** The content blocks a client rebuilds from the events. */
 json reassemble(const std::vector<std::pair<std::string, json>>& events, std::string* stop_reason) {
   std::map<int, json> blocks;
