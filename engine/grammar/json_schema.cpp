@@ -54,7 +54,7 @@ enum TypeBits : uint8_t {
   kAllTypes = 127
 };
 
-// Keywords this compiler acts on, and the ones it may ignore without changing the language.
+// Keywords this compiler acts on.
 const std::set<std::string, std::less<>> kHandled = {"type",
                                                      "enum",
                                                      "const",
@@ -79,10 +79,32 @@ const std::set<std::string, std::less<>> kHandled = {"type",
                                                      "maximum",
                                                      "exclusiveMinimum",
                                                      "exclusiveMaximum"};
-const std::set<std::string, std::less<>> kIgnored = {
-    "$schema",         "$id",           "$comment",   "title",     "description", "default",
-    "examples",        "deprecated",    "readOnly",   "writeOnly", "$anchor",     "contentMediaType",
-    "contentEncoding", "contentSchema", "$vocabulary"};
+// Validation keywords of JSON Schema (drafts 4 to 2020-12) this compiler does not implement: a
+// schema using one is refused by name, since ignoring it would let through output it forbids.
+// Every other keyword it does not act on is an annotation (title, description, default, examples,
+// readOnly, $comment, draft-04 id, x-* extensions, any keyword unknown to the specification),
+// which JSON Schema says to ignore: it changes no instance's validity.
+const std::set<std::string, std::less<>> kUnsupported = {"not",
+                                                         "if",
+                                                         "then",
+                                                         "else",
+                                                         "dependentSchemas",
+                                                         "dependentRequired",
+                                                         "dependencies",
+                                                         "$dynamicRef",
+                                                         "$recursiveRef",
+                                                         "multipleOf",
+                                                         "patternProperties",
+                                                         "propertyNames",
+                                                         "minProperties",
+                                                         "maxProperties",
+                                                         "unevaluatedProperties",
+                                                         "unevaluatedItems",
+                                                         "additionalItems",
+                                                         "contains",
+                                                         "minContains",
+                                                         "maxContains",
+                                                         "uniqueItems"};
 
 std::string pointer_token(std::string_view key) {
   std::string out;
@@ -319,13 +341,12 @@ std::string Compiler::resolve_ref(const std::string& ptr, const Json& ref) const
 }
 
 void Compiler::check_keywords(const std::string& ptr, const Json& n) const {
-  for (auto& [k, v] : n.items()) {
-    if (kHandled.count(k) || kIgnored.count(k)) continue;
-    throw GrammarError(fmt::format("keyword '{}' is not supported; remove it or express the constraint with supported "
-                                   "keywords",
-                                   k),
-                       where(child(ptr, k)));
-  }
+  for (auto& [k, v] : n.items())
+    if (kUnsupported.count(k) && !kHandled.count(k))
+      throw GrammarError(fmt::format("keyword '{}' is not supported; remove it or express the constraint with "
+                                     "supported keywords",
+                                     k),
+                         where(child(ptr, k)));
 }
 
 void Compiler::closure(PtrSet& s) const {

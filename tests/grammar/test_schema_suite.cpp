@@ -322,6 +322,32 @@ TEST(JsonSchemaErrors, NameKeywordAndPlace) {
   EXPECT_NO_THROW(schema_to_grammar(R"({"type":"integer","pattern":"^a","maxLength":3})"));
 }
 
+TEST(JsonSchemaErrors, AnnotationsAndUnknownKeywordsAreIgnoredValidationKeywordsRefused) {
+  // Real schemas carry draft-04 ids, extensions, readonly flags and keywords of their own
+  // (Snowplow's self): none changes the language.
+  const char* plain = R"({"type":"object","properties":{"a":{"type":"integer","minimum":1}},"required":["a"]})";
+  const char* annotated = R"({"id":"http://x/s#","$schema":"http://json-schema.org/draft-04/schema#",
+      "self":{"vendor":"v","name":"n","version":"1-0-0"},"x-order":3,"type":"object",
+      "properties":{"a":{"type":"integer","minimum":1,"readonly":true,"example":5,"x-unit":"s",
+      "typo_keyword":{"type":"string"}}},"required":["a"]})";
+  const Grammar g = schema_to_grammar(plain, loose(0)), h = schema_to_grammar(annotated, loose(0));
+  for (const char* t : {R"({"a":1})", R"({"a":7,"b":null})", R"({"a":0})", R"({"a":"x"})", R"({})", R"({"a":1.5})"})
+    EXPECT_EQ(accepts(h, t), accepts(g, t)) << t;
+  EXPECT_TRUE(accepts(h, R"({"a":1})"));
+  // A validation keyword kiln does not implement is never ignored, wherever it stands.
+  for (const char* k : {"not", "if", "uniqueItems", "patternProperties", "dependencies", "dependentRequired",
+                        "minProperties", "maxProperties", "contains", "additionalItems", "propertyNames",
+                        "unevaluatedProperties", "multipleOf", "$dynamicRef"}) {
+    const std::string schema = fmt::format(R"({{"properties":{{"a":{{"{}":{{}}}}}}}})", k);
+    try {
+      schema_to_grammar(schema);
+      ADD_FAILURE() << k << " was not refused";
+    } catch (const GrammarError& e) {
+      EXPECT_EQ(e.where(), fmt::format("/properties/a/{}", k));
+    }
+  }
+}
+
 TEST(JsonSchemaEmbedding, AddSchemaPrefixesErrors) {
   Grammar g;
   const Element e = add_schema(g, R"({"type":"boolean"})", SchemaOptions{}, "args", "/tools/0");
