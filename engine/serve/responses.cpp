@@ -54,22 +54,25 @@ std::string random_id(const char* prefix) {
 }
 
 /**
- * A message item's content as chat content: a string stays one, a list of input_text /
- * output_text parts becomes the chat route's text parts (what the template then sees).
+ * A message item's content as chat content: a string, or its input_text / output_text parts joined
+ * by newlines (the parts are all text: images are refused). A string renders the same in every
+ * template, while a list of parts prints as a Python list, or not at all, in templates that expect
+ * strings (Qwen3's); vLLM joins text parts the same way for such templates.
  */
 json chat_content(const json& content, const std::string& where) {
   if (content.is_string()) return content;
   if (!content.is_array()) bad(where, fmt::format("'{}' must be a string or an array of content parts", where));
-  json parts = json::array();
+  std::string text;
   for (size_t j = 0; j < content.size(); ++j) {
     const json& p = content[j];
     const std::string pw = fmt::format("{}[{}]", where, j);
     if (!p.is_object()) bad(pw, fmt::format("'{}' must be a content part object", pw));
     const std::string type = string_at(p, "type", pw);
+    if (j > 0) text += "\n";
     if (type == "input_text" || type == "output_text") {
-      parts.push_back({{"type", "text"}, {"text", string_at(p, "text", pw)}});
+      text += string_at(p, "text", pw);
     } else if (type == "refusal") {
-      parts.push_back({{"type", "text"}, {"text", string_at(p, "refusal", pw)}});
+      text += string_at(p, "refusal", pw);
     } else if (type == "input_image" || type == "input_file" || type == "input_audio") {
       bad(pw + ".type", fmt::format("'{}' is an {} part; this server accepts text only", pw, type));
     } else {
@@ -78,7 +81,7 @@ json chat_content(const json& content, const std::string& where) {
                                     pw, json(type).dump()));
     }
   }
-  return parts;
+  return text;
 }
 
 /** The text of a reasoning item: its reasoning_text parts, else its summary. */

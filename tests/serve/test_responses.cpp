@@ -77,17 +77,10 @@ TEST(Responses, SameTokensAsTheChatRouteForTheSameConversationAndSeed) {
   EXPECT_EQ(r["usage"]["output_tokens"], 16);
   EXPECT_EQ(r["usage"]["total_tokens"], r["usage"]["input_tokens"].get<int>() + 16);
   EXPECT_EQ(r["usage"]["output_tokens_details"]["reasoning_tokens"], 0);
-  // input_text parts are the chat route's text parts.
-  const json text_parts = {{{"type", "text"}, {"text", "Tell me a story"}}};
-  const json chat_parts = s.post("/v1/chat/completions",
-                                 {{"messages", {{{"role", "user"}, {"content", text_parts}}}},
-                                  {"temperature", 0.9},
-                                  {"seed", 11},
-                                  {"max_tokens", 16}},
-                                 &st);
-  ASSERT_EQ(st, 200) << chat_parts.dump();
+  // input_text parts are joined into the message's text (one part: the same prompt as a string).
   const json parts = s.post("/v1/responses",
-                            {{"input",
+                            {{"instructions", "Be brief."},
+                             {"input",
                               {{{"type", "message"},
                                 {"role", "user"},
                                 {"content", {{{"type", "input_text"}, {"text", "Tell me a story"}}}}}}},
@@ -96,8 +89,26 @@ TEST(Responses, SameTokensAsTheChatRouteForTheSameConversationAndSeed) {
                              {"max_output_tokens", 16}},
                             &st);
   ASSERT_EQ(st, 200) << parts.dump();
-  EXPECT_EQ(parts["output"][0]["content"][0]["text"], chat_parts["choices"][0]["message"]["content"]);
-  EXPECT_EQ(parts["usage"]["input_tokens"], chat_parts["usage"]["prompt_tokens"]);
+  EXPECT_EQ(parts["output"][0]["content"][0]["text"], msg["content"][0]["text"]);
+  EXPECT_EQ(parts["usage"]["input_tokens"], r["usage"]["input_tokens"]);
+  const json two =
+      s.post("/v1/responses",
+             {{"input",
+               {{{"role", "user"},
+                 {"content",
+                  {{{"type", "input_text"}, {"text", "Tell me"}}, {{"type", "input_text"}, {"text", "a story"}}}}}}},
+              {"temperature", 0.9},
+              {"seed", 11},
+              {"max_output_tokens", 16}},
+             &st);
+  const json joined = s.post("/v1/chat/completions",
+                             {{"messages", {{{"role", "user"}, {"content", "Tell me\na story"}}}},
+                              {"temperature", 0.9},
+                              {"seed", 11},
+                              {"max_tokens", 16}},
+                             &st);
+  EXPECT_EQ(two["output"][0]["content"][0]["text"], joined["choices"][0]["message"]["content"]);
+  EXPECT_EQ(two["usage"]["input_tokens"], joined["usage"]["prompt_tokens"]);
 }
 
 TEST(Responses, ItemsStreamAndAFunctionCallRoundTripsThroughPreviousResponseId) {
