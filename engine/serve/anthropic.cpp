@@ -3,12 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <kiln/utf8.hpp>
 #include <stdexcept>
 
 #include "core/json_ordered.hpp"
 #include "core/log.hpp"
 #include "serve/served_model.hpp"
+#include "text/utf8.hpp"
 
 namespace kiln::serve {
 namespace {
@@ -431,10 +431,10 @@ struct MessagesWriter::State {
       } else if (b.type == "thinking") {
         c.push_back({{"type", "thinking"}, {"thinking", b.text}, {"signature", ""}});
       } else {
-        std::string text = b.text.empty() ? "{}" : b.text;
-        if (!utf8::is_valid(text))  // arguments are model output: invalid UTF-8 reads as U+FFFD, as streamed
-          text = json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
-        json input = json::parse(text, nullptr, false);
+        // Arguments are model output: invalid UTF-8 reads as U+FFFD, as streamed.
+        std::string args;
+        kiln::text::utf8::append_lossy(args, b.text.empty() ? "{}" : b.text);
+        json input = json::parse(args, nullptr, false);
         if (input.is_discarded() || !input.is_object()) input = json::object();
         c.push_back({{"type", "tool_use"}, {"id", b.id}, {"name", b.name}, {"input", input}});
       }

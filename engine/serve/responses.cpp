@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <kiln/utf8.hpp>
 #include <random>
 
 #include "core/json_ordered.hpp"
 #include "serve/served_model.hpp"
+#include "text/utf8.hpp"
 
 namespace kiln::serve {
 
@@ -470,7 +470,9 @@ struct ResponsesWriter::State {
 
   /** Invalid UTF-8 in model output reads as U+FFFD, as every writer sends it. */
   static std::string text(const std::string& s) {
-    return utf8::is_valid(s) ? s : json::parse(dump(json(s))).get<std::string>();
+    std::string out;
+    kiln::text::utf8::append_lossy(out, s);
+    return out;
   }
 
   json item_json(const Item& it, bool done) const {
@@ -553,12 +555,13 @@ struct ResponsesWriter::State {
     return json::array({std::move(m)});
   }
 
-  void keep(const json& response) {
+  /** Stores the finished response (its JSON text) with the conversation so far. */
+  void keep(const std::string& response) {
     if (!store || !req.store || !error.empty()) return;
     json conversation = req.turn->prior;
     for (const json& m : req.turn->input) conversation.push_back(m);
     for (json& m : output_messages()) conversation.push_back(std::move(m));
-    store->put(req.id, {req.owner, dump(response), dump(conversation)});
+    store->put(req.id, {req.owner, response, dump(conversation)});
   }
 
   /** The open item's done events. */
@@ -690,14 +693,14 @@ std::string ResponsesWriter::stream_end(const Usage& u) {
                      : status == "completed" ? "response.completed"
                                              : "response.incomplete";
   out += st_->event(type, {{"response", r}});
-  st_->keep(r);
+  st_->keep(dump(r));
   return out;
 }
 
 std::string ResponsesWriter::final_body(const Usage& u) {
-  const json r = st_->response(&u, st_->status());
-  st_->keep(r);
-  return dump(r);
+  std::string body = dump(st_->response(&u, st_->status()));
+  st_->keep(body);
+  return body;
 }
 
 std::string cancelled_response_json(const std::string& id) {

@@ -19,48 +19,26 @@ bool flag(const ojson& body, const char* name, bool otherwise) {
   return it->get<bool>();
 }
 
-/** A tool call's `function.arguments` as the template sees it: the object its JSON text holds, else the text. */
-tmpl::Value arguments_value(const ojson& args) {
-  if (args.is_string()) try {
-      ojson parsed = parse_ordered_json(args.get_ref<const std::string&>(), tmpl::kMaxNesting);
-      if (parsed.is_object()) return tmpl::from_json(parsed);
+/**
+ * A message as the template sees it: assistant tool calls' arguments sent as JSON text become the
+ * object they hold (text that is not a JSON object stays text). Only messages with tool calls are
+ * copied to do so.
+ */
+tmpl::Value message_value(const ojson& m) {
+  const auto calls = m.is_object() ? m.find("tool_calls") : m.end();
+  if (calls == m.end() || !calls->is_array()) return tmpl::from_json(m, 1);
+  ojson copy = m;
+  for (ojson& call : copy["tool_calls"]) {
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+    ojson& fn = call["function"];
+    if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
+    try {
+      ojson parsed = parse_ordered_json(fn["arguments"].get_ref<const std::string&>(), tmpl::kMaxNesting);
+      if (parsed.is_object()) fn["arguments"] = std::move(parsed);
     } catch (const nlohmann::json::exception&) {  // not JSON: the template sees the text
     }
-  return tmpl::from_json(args);
-}
-
-/** from_json, except that assistant tool calls' string arguments become objects (see from_body). */
-tmpl::Value message_value(const ojson& m) {
-  if (!m.is_object()) return tmpl::from_json(m);
-  auto o = std::make_shared<tmpl::Object>();
-  for (const auto& [k, v] : m.items()) {
-    if (k != "tool_calls" || !v.is_array()) {
-      o->set(tmpl::Value::string(k), tmpl::from_json(v, 1));
-      continue;
-    }
-    std::vector<tmpl::Value> calls;
-    for (const ojson& call : v) {
-      const auto fn = call.is_object() ? call.find("function") : call.end();
-      if (!call.is_object() || fn == call.end() || !fn->is_object() || !fn->contains("arguments")) {
-        calls.push_back(tmpl::from_json(call, 2));
-        continue;
-      }
-      auto c = std::make_shared<tmpl::Object>();
-      for (const auto& [ck, cv] : call.items()) {
-        if (ck != "function") {
-          c->set(tmpl::Value::string(ck), tmpl::from_json(cv, 3));
-          continue;
-        }
-        auto f = std::make_shared<tmpl::Object>();
-        for (const auto& [fk, fv] : cv.items())
-          f->set(tmpl::Value::string(fk), fk == "arguments" ? arguments_value(fv) : tmpl::from_json(fv, 4));
-        c->set(tmpl::Value::string(ck), tmpl::Value::dict(f));
-      }
-      calls.push_back(tmpl::Value::dict(c));
-    }
-    o->set(tmpl::Value::string(k), tmpl::Value::list(std::move(calls)));
   }
-  return tmpl::Value::dict(o);
+  return tmpl::from_json(copy, 1);
 }
 
 tmpl::Value map_value(const tmpl::Value& v, const std::function<std::string(const std::string&)>& f) {

@@ -21,14 +21,10 @@ std::string read_file(const std::filesystem::path& p) {
   return ss.str();
 }
 
-ojson parse_json(std::string_view text, const std::string& what, bool request) {
+ojson parse_json(std::string_view text, const std::string& what) {
   try {
     return parse_ordered_json(text, tmpl::kMaxNesting + 2);  // linear even for objects with many keys
   } catch (const nlohmann::json::exception& e) {
-    if (request && nests_too_deep(e))
-      throw TemplateError(TemplateError::Kind::Limit,
-                          what + " nests deeper than " + std::to_string(tmpl::kMaxNesting) + " levels");
-    if (request) throw TemplateError(TemplateError::Kind::Render, what + " is not valid JSON: " + e.what());
     throw_error("[template] {} is not valid JSON: {}", what, e.what());
   }
 }
@@ -76,7 +72,7 @@ std::string cut_after_final_message(const std::string& rendered, const std::stri
 
 ChatTemplate ChatTemplate::from_config(std::string_view config_text, std::string_view template_text) {
   ChatTemplate ct;
-  ojson config = config_text.empty() ? ojson::object() : parse_json(config_text, "tokenizer_config.json", false);
+  ojson config = config_text.empty() ? ojson::object() : parse_json(config_text, "tokenizer_config.json");
   if (!config.is_object()) throw_error("[template] tokenizer_config.json must hold a JSON object");
   ojson special = ojson::object();
   for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
@@ -133,9 +129,9 @@ ChatTemplate ChatTemplate::from_model_dir(const std::filesystem::path& dir) {
     ct = from_config(config, text);
     ct.origin_ = jinja.string();
   } else if (std::filesystem::exists(json)) {
-    ojson j = parse_json(read_file(json), json.string(), false);
+    ojson j = parse_json(read_file(json), json.string());
     if (!j.is_object() || !j.contains("chat_template")) throw_error("[template] {} has no chat_template", json.string());
-    ojson merged = config.empty() ? ojson::object() : parse_json(config, config_path.string(), false);
+    ojson merged = config.empty() ? ojson::object() : parse_json(config, config_path.string());
     merged["chat_template"] = j["chat_template"];
     ct = from_config(merged.dump());
     ct.origin_ = json.string();
