@@ -162,7 +162,7 @@ BlockSpan KvCache::hold(uint64_t seq, uint32_t length) {
   for (size_t g = 0; g < pools_.size(); ++g) {
     span.tables.emplace_back(s.tables[g].begin(), s.tables[g].begin() + n);
     for (int32_t b : span.tables.back())
-      if (b >= 0) pools_[g].retain(b);
+      if (b >= 0) pools_[g].hold(b);
   }
   return span;
 }
@@ -170,7 +170,7 @@ BlockSpan KvCache::hold(uint64_t seq, uint32_t length) {
 void KvCache::drop(BlockSpan& span) {
   for (size_t g = 0; g < span.tables.size() && g < pools_.size(); ++g)
     for (int32_t b : span.tables[g])
-      if (b >= 0) pools_[g].release(b);
+      if (b >= 0) pools_[g].unhold(b);
   span = {};
 }
 

@@ -149,6 +149,8 @@ class KvCache {
   int32_t slot(uint64_t seq, size_t group, uint32_t pos) const;
   uint32_t blocks_held(uint64_t seq, size_t group) const;
   uint32_t free_blocks(size_t group) const { return pools_[group].free_count(); }
+  /** Blocks of `group` in use that only holds (prefix-tree nodes) keep: reusable after an eviction. */
+  uint32_t idle_blocks(size_t group) const { return pools_[group].idle_count(); }
   uint32_t block_refs(size_t group, int32_t block) const { return pools_[group].refs(block); }
   uint32_t free_state_slots() const { return static_cast<uint32_t>(free_slots_.size()); }
   size_t n_sequences() const { return seqs_.size(); }

@@ -9,12 +9,21 @@
 // The tree only holds block ids and snapshot slots; what holding means (reference counts in the
 // block pools, state slots) is the cache's, reached through Hooks. Not thread-safe: one scheduler
 // thread owns it.
+//
+// With announce() on, the tree also says which blocks it can serve as a hit, for KV-cache event
+// subscribers (a router's index, vLLM's BlockStored / BlockRemoved / AllBlocksCleared): a node is
+// servable where match() would stop on it (a snapshot there for recurrent layers, the window's
+// blocks for sliding ones), and a node is announced while it or a descendant is servable, since a
+// subscriber learns a block only after its parent. Each node has a 64-bit hash chained from its
+// parent's, its tokens and, at the top, the key: replicas that cached the same prefix announce the
+// same hashes.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +48,23 @@ class PrefixTree {
     uint32_t length = 0;      ///< tokens, a multiple of the block size (0: no hit)
     BlockSpan span;           ///< tables of [0, length), per group; -1 where a block was not kept
     int32_t state_slot = -1;  ///< the snapshot at `length` (models with recurrent layers)
+  };
+
+  /** A change of the announced blocks (KV-cache events). */
+  struct Event {
+    enum class Kind { stored, removed, cleared };
+    Kind kind = Kind::stored;
+    std::vector<uint64_t> hashes;    ///< stored: a chain, parent first; removed: children first
+    std::optional<uint64_t> parent;  ///< stored: the first block's parent (none: it starts at the top)
+    std::vector<int32_t> tokens;     ///< stored: the blocks' tokens, concatenated
+    std::string key;                 ///< stored: the tree's key (cache_salt) when the chain starts at the top
+  };
+  /** An announced block (the test endpoint's listing). */
+  struct Announced {
+    uint64_t hash = 0;
+    std::optional<uint64_t> parent;
+    std::vector<int32_t> tokens;
+    std::string key;  ///< for a block at the top
   };
 
   struct Node;  ///< opaque
@@ -75,8 +101,20 @@ class PrefixTree {
   bool evict_leaf();
   /** Frees the least recently used snapshot (its node keeps its blocks); false when none. */
   bool evict_state();
-  /** Drops everything. */
+  /** Drops everything (announcing it as one `cleared` event). */
   void clear();
+
+  /**
+   * Starts announcing servable blocks: a node is servable when `usable` accepts the span from the
+   * top to it (null: always) and, with `need_state`, it holds a snapshot. Starts with a `cleared`
+   * event. A block whose window an ancestor's later insertion completes is announced when a path
+   * through it is next inserted (never early).
+   */
+  void announce(std::function<bool(const BlockSpan&)> usable, bool need_state);
+  /** The events since the last call, in order. */
+  std::vector<Event> take_events();
+  /** Every announced block, parents before children. */
+  std::vector<Announced> announced() const;
 
   const Stats& stats() const { return stats_; }
 
@@ -84,6 +122,13 @@ class PrefixTree {
   Node* find(const std::string& key, const std::vector<int32_t>& tokens, uint32_t length) const;
   void drop_node(Node* n);
   void drop_subtree(Node* n);
+  /** Announcing: `n`'s servable flag set to `v`, the announced blocks above it updated. */
+  void set_servable(Node* n, bool v);
+  /** Announcing: re-evaluates the nodes of `path` (top first) from `from` on, in one pass. */
+  void update_path(const std::vector<Node*>& path, size_t from);
+  bool servable(const std::vector<Node*>& path, size_t i) const;
+  void stored(const std::vector<Node*>& chain);   ///< top first
+  void removed(const std::vector<Node*>& chain);  ///< bottom first
 
   uint32_t bt_;
   size_t groups_;
@@ -91,6 +136,9 @@ class PrefixTree {
   uint64_t tick_ = 0;
   std::map<std::string, std::unique_ptr<Node>> roots_;
   Stats stats_;
+  bool announcing_ = false, need_state_ = false;
+  std::function<bool(const BlockSpan&)> usable_;
+  std::vector<Event> events_;
 };
 
 }  // namespace kiln::cache

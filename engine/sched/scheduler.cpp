@@ -55,6 +55,30 @@ Scheduler::Scheduler(model::ModelHost& host, uint32_t token_budget, bool prefix_
 
 Scheduler::~Scheduler() = default;
 
+bool Scheduler::announce_blocks() {
+  if (!tree_) return false;
+  const cache::KvCache& kv = host_.cache();
+  bool sliding = false;
+  for (const cache::KvGroup& g : kv.layout().groups) sliding |= g.kind == KILN_CACHE_SLIDING_KV;
+  std::function<bool(const cache::BlockSpan&)> usable;
+  if (sliding) usable = [&kv](const cache::BlockSpan& span) { return kv.prefix_usable(span); };
+  // The rule start() matches by: a snapshot at the hit for recurrent layers, the window for sliding ones.
+  tree_->announce(std::move(usable), host_.limits().recurrent);
+  return true;
+}
+
+std::vector<cache::PrefixTree::Event> Scheduler::take_events() {
+  return tree_ ? tree_->take_events() : std::vector<cache::PrefixTree::Event>{};
+}
+
+std::vector<cache::PrefixTree::Announced> Scheduler::announced() const {
+  return tree_ ? tree_->announced() : std::vector<cache::PrefixTree::Announced>{};
+}
+
+void Scheduler::reset_prefix_cache() {
+  if (tree_) tree_->clear();
+}
+
 SchedulerStats Scheduler::stats() const {
   SchedulerStats st{preemptions_, waiting_.size(), running_.size()};
   if (tree_) {
@@ -62,6 +86,7 @@ SchedulerStats Scheduler::stats() const {
     st.prefix_lookups = lookups_;
     st.prefix_hits = hits_;
     st.cached_tokens = cached_tokens_;
+    st.queried_tokens = queried_tokens_;
     st.cached_blocks = t.nodes;
     st.evicted_blocks = t.evicted_blocks;
     st.snapshots = t.snapshots;
@@ -274,6 +299,7 @@ Plan Scheduler::plan() {
         ++lookups_;
         hits_ += reused > 0;
         cached_tokens_ += reused;
+        queried_tokens_ += s->tokens.size();
       }
       if (!s->started) s->cached = std::min(reused, s->prompt_len);
       s->started = true;

@@ -79,6 +79,7 @@ struct SchedulerStats {
   size_t waiting = 0, running = 0;
   // Prefix caching (zeros when off).
   uint64_t prefix_lookups = 0, prefix_hits = 0, cached_tokens = 0;
+  uint64_t queried_tokens = 0;  ///< tokens of the sequences that looked the cache up (vLLM's queries)
   uint64_t cached_blocks = 0, evicted_blocks = 0;
   uint64_t snapshots = 0, snapshot_bytes = 0, evicted_snapshots = 0;
 };
@@ -102,6 +103,15 @@ class Scheduler {
   void abort(const Plan& plan);
 
   SchedulerStats stats() const;
+
+  /** Starts announcing the prefix cache's servable blocks (KV-cache events); false without one. */
+  bool announce_blocks();
+  /** The prefix cache's events since the last call (empty unless announcing). */
+  std::vector<cache::PrefixTree::Event> take_events();
+  /** The blocks announced now, parents first. */
+  std::vector<cache::PrefixTree::Announced> announced() const;
+  /** Drops every cached prefix that no running sequence holds (the tree lets go of all). */
+  void reset_prefix_cache();
   bool idle() const { return waiting_.empty() && running_.empty(); }
 
  private:
@@ -125,7 +135,7 @@ class Scheduler {
   uint32_t window_chunk_ = 0;
   /** With a tree and recurrent layers: prefills stop at every multiple of this for a snapshot. */
   uint32_t snapshot_interval_ = 0;
-  uint64_t lookups_ = 0, hits_ = 0, cached_tokens_ = 0;
+  uint64_t lookups_ = 0, hits_ = 0, cached_tokens_ = 0, queried_tokens_ = 0;
 };
 
 }  // namespace kiln::sched

@@ -6,6 +6,8 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
+#include <random>
 
 #include "gemma4_checkpoint.hpp"
 #include "host_helpers.hpp"
@@ -335,6 +337,146 @@ TEST(PrefixCache, ACancelledPrefillPublishesOnlyWhatItComputed) {
   Sequence c = seq(prompt(4, 150));
   run(*plain, uncached, {&c}, 8);
   EXPECT_EQ(output(b), output(c));
+}
+
+/**
+ * A router's view of one replica, built from its KV-cache events alone, enforcing the protocol on
+ * the way: a chain's parent is known before it, a hash is stored once until removed, a removed
+ * block has no live children, each block has block_tokens tokens.
+ */
+struct EventIndex {
+  struct Block {
+    std::optional<uint64_t> parent;
+    std::vector<int32_t> tokens;
+    std::string key;
+  };
+  uint32_t bt;
+  std::map<uint64_t, Block> blocks;
+  std::map<uint64_t, int> children;
+  bool cleared_first = false;
+
+  void apply(const cache::PrefixTree::Event& e) {
+    using Kind = cache::PrefixTree::Event::Kind;
+    if (e.kind == Kind::cleared) {
+      blocks.clear();
+      children.clear();
+      cleared_first = true;
+      return;
+    }
+    ASSERT_TRUE(cleared_first) << "the first event clears";
+    if (e.kind == Kind::removed) {
+      for (uint64_t h : e.hashes) {
+        ASSERT_TRUE(blocks.count(h)) << "removed an unknown block";
+        ASSERT_EQ(children[h], 0) << "removed a block before its children";
+        if (blocks[h].parent) --children[*blocks[h].parent];
+        blocks.erase(h);
+        children.erase(h);
+      }
+      return;
+    }
+    ASSERT_FALSE(e.hashes.empty());
+    ASSERT_EQ(e.tokens.size(), size_t{bt} * e.hashes.size());
+    ASSERT_TRUE(!e.parent || blocks.count(*e.parent)) << "a child before its parent";
+    std::optional<uint64_t> parent = e.parent;
+    for (size_t i = 0; i < e.hashes.size(); ++i) {
+      ASSERT_FALSE(blocks.count(e.hashes[i])) << "stored twice";
+      Block b{parent, {e.tokens.begin() + i * bt, e.tokens.begin() + (i + 1) * bt}, parent ? "" : e.key};
+      if (parent) ++children[*parent];
+      blocks.emplace(e.hashes[i], std::move(b));
+      parent = e.hashes[i];
+    }
+  }
+  /** The router's prefix score: whole announced blocks of tokens[0, size - 1). */
+  uint32_t score(const std::string& key, const std::vector<int32_t>& tokens) const {
+    std::optional<uint64_t> at;
+    uint32_t n = 0;
+    for (; (n + 1) * bt + 1 <= tokens.size(); ++n) {
+      const std::vector<int32_t> want(tokens.begin() + n * bt, tokens.begin() + (n + 1) * bt);
+      std::optional<uint64_t> next;
+      for (const auto& [h, b] : blocks)
+        if (b.parent == at && b.tokens == want && (at || b.key == key)) next = h;
+      if (!next) break;
+      at = next;
+    }
+    return n * bt;
+  }
+  void expect_equals(const std::vector<cache::PrefixTree::Announced>& live) const {
+    ASSERT_EQ(live.size(), blocks.size());
+    for (const cache::PrefixTree::Announced& a : live) {
+      auto it = blocks.find(a.hash);
+      ASSERT_NE(it, blocks.end());
+      EXPECT_EQ(it->second.parent, a.parent);
+      EXPECT_EQ(it->second.tokens, a.tokens);
+      EXPECT_EQ(it->second.key, a.key);
+    }
+  }
+};
+
+/**
+ * Multi-turn sessions (two tenants by salt), each next turn its last turn's tokens and a few more,
+ * in a cache small enough to evict: after every turn the event index equals the announced blocks,
+ * and the score it gives the next turn is the prefix the scheduler then reuses.
+ */
+void events_track_the_tree(model::ModelHost& host, Scheduler& sched, int vocab, size_t first_len, uint32_t bt,
+                           bool every_block) {
+  ASSERT_TRUE(sched.announce_blocks());
+  EventIndex index{bt, {}, {}, false};
+  std::vector<std::vector<int32_t>> sessions;
+  for (int i = 0; i < 5; ++i) sessions.push_back(prompt(40 + i, first_len, vocab));
+  uint32_t hits = 0;
+  std::mt19937 rng(7);
+  for (int turn = 0; turn < 20; ++turn) {
+    const size_t k = rng() % sessions.size();
+    const std::string salt = k % 2 ? "tenant-b" : "";
+    Sequence s = seq(sessions[k], salt);
+    const uint32_t expect = index.score(salt, s.tokens);
+    run(host, sched, {&s}, 4 + rng() % 6);
+    EXPECT_EQ(s.cached, expect) << "turn " << turn;
+    hits += s.cached > 0;
+    for (const cache::PrefixTree::Event& e : sched.take_events()) index.apply(e);
+    index.expect_equals(sched.announced());
+    sessions[k] = s.tokens;
+    for (int j = 0; j < 3; ++j) sessions[k].push_back(3 + static_cast<int32_t>(rng() % (vocab - 3)));
+    if (sessions[k].size() > 80) sessions[k] = prompt(100 + turn, first_len, vocab);  // a new session
+  }
+  EXPECT_GT(hits, 5u);
+  EXPECT_GT(sched.stats().evicted_blocks, 0u);
+  // A recurrent model cannot resume past its last snapshot: those blocks are cached, not announced.
+  if (every_block)
+    EXPECT_EQ(sched.announced().size(), sched.stats().cached_blocks);
+  else
+    EXPECT_LT(sched.announced().size(), sched.stats().cached_blocks);
+  sched.reset_prefix_cache();
+  for (const cache::PrefixTree::Event& e : sched.take_events()) index.apply(e);
+  EXPECT_TRUE(index.blocks.empty());
+  EXPECT_TRUE(sched.announced().empty());
+}
+
+TEST(PrefixCacheEvents, AFullAttentionModelAnnouncesEveryCachedBlock) {
+  auto host = model::ModelHost::open(kStories, test::llama_registry(), options(16));
+  Scheduler sched(*host, 0, true);
+  events_track_the_tree(*host, sched, 500, 40, 16, true);
+  // Blocks only the tree holds are idle (vLLM counts them free): with nothing running, all of them.
+  const cache::KvCache& kv = host->cache();
+  EXPECT_EQ(kv.idle_blocks(0), kv.layout().groups[0].n_blocks - kv.free_blocks(0));
+}
+
+TEST(PrefixCacheEvents, AHybridModelAnnouncesOnlyUpToItsSnapshots) {
+  test::TempDir dir;
+  test::HybridSpec spec;
+  spec.layers = {"linear", "sliding", "full", "linear"};
+  spec.window = 16;
+  test::write_tiny_hybrid(dir.str(), spec);
+  model::HostOptions o = test::cpu_options();
+  o.max_context = 96;
+  o.max_seqs = 4;
+  o.cache.block_tokens = 4;
+  o.cache.memory_bytes = 112 * 1024;
+  o.cache.snapshot_memory_bytes = 64 * 1024;  // snapshots for every session: hits are the rule
+  o.prefix_snapshots = true;
+  auto host = model::ModelHost::open(dir.str(), test::host_registry(), o);
+  Scheduler sched(*host, 0, true, 8);
+  events_track_the_tree(*host, sched, 96, 21, 4, false);
 }
 
 }  // namespace
