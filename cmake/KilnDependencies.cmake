@@ -15,3 +15,7 @@ endif()
 # cpp-httplib: Debian builds it as a shared library with TLS and compression on; its pkg-config
 # flags must match (they change the layout of its structs).
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# KV-cache events (serve/kv_events.cpp): ZeroMQ's PUB/ROUTER sockets and msgpack-c's C packer, the
+# transport and encoding vLLM's subscribers (llm-d's KV-cache indexer) read.
+pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+pkg_check_modules(MSGPACK REQUIRED IMPORTED_TARGET msgpack)

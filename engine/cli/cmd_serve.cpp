@@ -167,37 +167,59 @@ int run(const std::vector<std::string>& argv) {
       backend.kind = d.starts_with("vulkan:") ? "vulkan" : d;
       if (d.starts_with("vulkan:")) backend.device = d.substr(7);  // as the YAML's backend.device
     }
-    std::vector<std::unique_ptr<serve::ServedModel>> models;
-    for (const ModelConfig& m : config.models) {
-      log::info("[serve] loading model '{}' from {}", m.name, m.path);
-      models.push_back(std::make_unique<serve::ServedModel>(m, backend, registry));
-    }
+    // Listening first, so that probes see "loading" (/health alive, /health/ready 503) while the
+    // weights load; everything else answers 503 until then.
     const std::string host = args.value("--host", server.host);
-    serve::HttpServer http(std::move(models), server);
+    serve::HttpServer http(server);
     const int bound = http.bind(host, port >= 0 ? port : server.port);
     if (bound < 0)
       return failure("serve", fmt::format("cannot listen on {}:{}: another process holds the port, or the address is "
                                           "not one of this machine's; choose another with --port or server.port",
                                           host, port >= 0 ? port : server.port));
-    std::atomic<bool> stopped_itself{false};
+    std::atomic<bool> listener_ok{true}, stopped_itself{false}, signalled{false};
+    std::thread listener([&] { listener_ok.store(http.run()); });
     std::thread waiter([&] {
       int sig = 0;
       sigwait(&stop_signals, &sig);
       if (!stopped_itself.load()) {
+        signalled.store(true);
         log::info("[serve] {}: draining (up to {} s), then stopping", sig == SIGINT ? "SIGINT" : "SIGTERM",
                   server.drain_timeout_s);
         http.drain(server.drain_timeout_s);
       }
       http.stop();
     });
-    // The port line is the last of the start-up: scripts and tests wait for it.
-    fmt::print(stderr, "kiln serve: listening on http://{}:{} ({} model{})\n", host, bound, config.models.size(),
-               config.models.size() == 1 ? "" : "s");
-    std::fflush(stderr);
-    const bool ok = http.run();
+    // Whatever way this ends (a model that fails to load included), both threads end with it.
+    const auto finish = [&] {
+      stopped_itself.store(true);
+      http.stop();
+      pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter if no signal came
+      waiter.join();
+      listener.join();
+    };
+    try {
+      std::vector<std::unique_ptr<serve::ServedModel>> models;
+      for (const ModelConfig& m : config.models) {
+        if (signalled.load()) break;
+        log::info("[serve] loading model '{}' from {}", m.name, m.path);
+        models.push_back(std::make_unique<serve::ServedModel>(m, backend, registry));
+      }
+      if (!signalled.load()) {
+        http.add_models(std::move(models));
+        // The port line is the last of the start-up: scripts and tests wait for it.
+        fmt::print(stderr, "kiln serve: listening on http://{}:{} ({} model{})\n", host, bound, config.models.size(),
+                   config.models.size() == 1 ? "" : "s");
+        std::fflush(stderr);
+      }
+    } catch (...) {
+      finish();
+      throw;
+    }
+    listener.join();  // until stop(): a signal's drain, or the listener failing
     stopped_itself.store(true);
-    pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter if the server stopped by itself
+    pthread_kill(waiter.native_handle(), SIGTERM);
     waiter.join();
+    const bool ok = listener_ok.load();
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
     return failure("serve", e.what());
@@ -210,9 +232,9 @@ const bool registered = register_command({
     "usage: kiln serve --model PATH [--name N] [--tool-parser P] [--reasoning-parser P] [options]\n"
     "       kiln serve --config FILE [--model PATH ...] [--host H] [--port P]\n\n"
     "Serves the model at PATH (a Hugging Face model folder or a GGUF file), or every model of the YAML\n"
-    "FILE, until SIGINT/SIGTERM, which drain: /health turns 503, new requests get 503, requests in\n"
-    "progress get server.drain_timeout_s to finish. With both, FILE gives the server, backend and\n"
-    "plugin settings and PATH replaces its models. Flags override the YAML.\n\n"
+    "FILE, until SIGINT/SIGTERM, which drain: /health/ready turns 503, new requests get 503,\n"
+    "requests in progress get server.drain_timeout_s to finish. With both, FILE gives the server,\n"
+    "backend and plugin settings and PATH replaces its models. Flags override the YAML.\n\n"
     "Model (--model, or a FILE of one model):\n"
     "  --model PATH             serve this model (its name: the folder's or file's name; the path\n"
     "                           itself is accepted as the request's model too)\n"
@@ -231,9 +253,11 @@ const bool registered = register_command({
     "                           printed as 'kiln serve: listening on http://HOST:PORT')\n"
     "  --api-key KEY            require 'Authorization: Bearer KEY' (or x-api-key)\n\n"
     "Routes: POST /v1/chat/completions, /v1/completions, /v1/responses (OpenAI),\n"
-    "        /v1/messages, /v1/messages/count_tokens (Anthropic), /tokenize, /detokenize;\n"
-    "        GET /v1/models, /health, /metrics (Prometheus); GET and DELETE\n"
-    "        /v1/responses/{id}, POST /v1/responses/{id}/cancel.\n",
+    "        /v1/messages, /v1/messages/count_tokens (Anthropic), /tokenize, /detokenize,\n"
+    "        /v1/chat/completions/render, /v1/completions/render (token ids), /reset_prefix_cache;\n"
+    "        GET /v1/models, /health (alive), /health/ready (503 while loading or draining),\n"
+    "        /metrics (Prometheus, with vLLM's names); GET and DELETE /v1/responses/{id},\n"
+    "        POST /v1/responses/{id}/cancel. KV-cache events: server.kv_events (docs/deployment.md).\n",
     &run,
 });
 

@@ -203,7 +203,7 @@ std::string resolve(const std::string& base_dir, const std::string& p) {
 ServerConfig read_server(const Section& s) {
   s.expect_map({"host", "port", "api_keys", "max_request_bytes", "max_concurrent_requests", "request_timeout_s",
                 "read_timeout_s", "max_connections", "drain_timeout_s", "strip_system_lines", "response_store",
-                "limits"});
+                "vllm_metrics", "debug_endpoints", "kv_events", "limits"});
   ServerConfig c;
   c.host = s.str("host", c.host);
   c.port = s.number<int>("port", c.port, 0, 65535, "a port number");
@@ -238,6 +238,33 @@ ServerConfig read_server(const Section& s) {
       if (!n.IsScalar() || !parse_byte_size(n.Scalar(), &m.max_bytes))
         r.fail_at(n, "server.response_store.max_bytes must be a size such as 64MiB");
     }
+  }
+  c.vllm_metrics = s.boolean("vllm_metrics", c.vllm_metrics);
+  c.debug_endpoints = s.boolean("debug_endpoints", c.debug_endpoints);
+  if (s.has("kv_events")) {
+    const Section k = s.section("kv_events");
+    k.expect_map(
+        {"enabled", "publisher", "endpoint", "replay_endpoint", "topic", "buffer_steps", "hwm", "max_queue_size"});
+    auto& e = c.kv_events;
+    e.enabled = k.boolean("enabled", e.enabled);
+    e.publisher = k.str("publisher", e.publisher);
+    if (e.publisher != "zmq" && e.publisher != "null")
+      k.fail_at(k.child("publisher"), "server.kv_events.publisher must be zmq (or null: none)");
+    e.endpoint = k.str("endpoint", e.endpoint);
+    e.replay_endpoint = k.str("replay_endpoint", e.replay_endpoint);
+    for (const char* key : {"endpoint", "replay_endpoint"}) {
+      const std::string& v = std::string(key) == "endpoint" ? e.endpoint : e.replay_endpoint;
+      if (!v.empty() && !v.starts_with("tcp://") && !v.starts_with("ipc://") && !v.starts_with("inproc://"))
+        k.fail_at(k.child(key), fmt::format("server.kv_events.{} must be a ZeroMQ address: tcp://*:5557 (bind), "
+                                            "tcp://HOST:PORT (connect), ipc://PATH or inproc://NAME",
+                                            key));
+    }
+    if (e.endpoint.empty()) k.fail_at(k.child("endpoint"), "server.kv_events.endpoint must not be empty");
+    e.topic = k.str("topic", e.topic);
+    e.buffer_steps = k.number<int>("buffer_steps", e.buffer_steps, 0, 1 << 24, "a count of batches");
+    e.hwm = k.number<int>("hwm", e.hwm, 0, 1 << 30, "a count of messages (0: unbounded)");
+    e.max_queue_size = k.number<int>("max_queue_size", e.max_queue_size, 1, 1 << 30, "a count of batches");
+    if (e.publisher == "null") e.enabled = false;
   }
   if (s.has("limits")) {
     const Section l = s.section("limits");

@@ -50,6 +50,24 @@ struct ServerConfig {
     int max_responses = 1024;
     uint64_t max_bytes = 64ull << 20;
   } response_store;
+  /** Metrics also under vLLM's names (vllm:num_requests_running, vllm:kv_cache_usage_perc, ...),
+   *  which routers (llm-d's endpoint picker) scrape. */
+  bool vllm_metrics = true;
+  /** GET /debug/kv_blocks: the announced prefix-cache blocks (for tests of event subscribers). */
+  bool debug_endpoints = false;
+  /** KV-cache events in vLLM's format and with its KVEventsConfig names (docs/deployment.md). */
+  struct KvEvents {
+    bool enabled = false;
+    std::string publisher = "zmq";
+    /** Bound when it has '*', '::', ipc:// or inproc://, else connected (vLLM's rule). */
+    std::string endpoint = "tcp://*:5557";
+    std::string replay_endpoint;  ///< "" none: a ROUTER bound here serves past batches
+    /** "" -> "kv@{host}:{port}@{model}" ({host}, {port} the HTTP listener's, {model} the served name). */
+    std::string topic;
+    int buffer_steps = 10000;     ///< batches kept for replay
+    int hwm = 100000;             ///< the PUB socket's high-water mark
+    int max_queue_size = 100000;  ///< batches waiting for the publisher thread; beyond it, a reset
+  } kv_events;
   /** What one request may ask for; beyond each, a 400 naming the field and the limit. */
   struct Limits {
     int max_messages = 1024;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -12,6 +13,8 @@
 #include "parse/pipeline.hpp"
 #include "sched/parallel.hpp"
 #include "sched/scheduler.hpp"
+#include "serve/kv_events.hpp"
+#include "serve/prompt.hpp"
 #include "text/stream_decoder.hpp"
 
 #ifndef KILN_UNDER_TSAN
@@ -86,6 +89,8 @@ struct Engine::State {
   double step_seconds = 0, host_seconds = 0;
   uint64_t readback_bytes = 0, candidate_steps = 0;
   uint64_t kernels = 0, barriers = 0;  ///< of the last step
+  std::unique_ptr<KvEventPublisher> events;  ///< KV-cache events, when the server publishes them
+  bool resync = false;                       ///< a batch was dropped: the next one sends the whole state
 };
 
 Engine::Engine(ServedModel& model, Metrics& metrics)
@@ -119,6 +124,7 @@ Engine::~Engine() {
 }
 
 void Engine::submit(std::shared_ptr<GenRequest> r) {
+  preparing_.fetch_add(1);
 #ifdef KILN_UNDER_TSAN
   prepare_guarded(r);
 #else
@@ -139,6 +145,11 @@ void Engine::prepare_guarded(const std::shared_ptr<GenRequest>& r) {
       r->cv.notify_all();
     }
   }
+  preparing_.fetch_sub(1);
+}
+
+uint64_t Engine::queued() const {
+  return static_cast<uint64_t>(std::max<int64_t>(0, preparing_.load() + inbox_choices_.load()));
 }
 
 void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
@@ -153,39 +164,18 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
   p->r = r;
   const char* prompt_param = r->chat ? "messages" : "prompt";
   try {
-    if (r->chat) {
-      if (!model_.chat_template())
-        return fail(fmt::format("model '{}' has no chat template; use /v1/completions, or give it one (kiln serve "
-                                "--chat-template FILE, or chat_template in its YAML)",
-                                model_.name()),
-                    "model");
-      std::string text;
-      p->prompts.push_back(model_.encode_chat(*r->chat_input, &text));
-      p->prompt_tail = text.substr(text.size() > 256 ? text.size() - 256 : 0);
-    } else {
-      for (const std::string& text : r->prompt_texts) p->prompts.push_back(model_.encode(text, true));
-      for (const auto& ids : r->prompt_ids) p->prompts.push_back(ids);
-    }
-  } catch (const std::exception& e) {
-    return fail(e.what(), prompt_param);
+    Prompts prompts = prompts_of(model_, *r);
+    p->prompts = std::move(prompts.ids);
+    p->from_bos = std::move(prompts.from_bos);
+    const std::string& text = prompts.chat_text;
+    p->prompt_tail = text.substr(text.size() > 256 ? text.size() - 256 : 0);
+  } catch (const PromptError& e) {
+    return fail(e.what(), e.param);
   }
-  const uint32_t V = model_.n_vocab(), ctx = model_.max_context();
+  const uint32_t ctx = model_.max_context();
   const uint64_t cap = std::min<uint64_t>(ctx, model_.cache_token_capacity());
   uint32_t longest = 0;
-  const std::optional<int32_t> bos = model_.tokenizer() ? model_.tokenizer()->bos_id() : std::nullopt;
-  for (auto& ids : p->prompts) {
-    // Empty, or BOS alone (an empty text encoded): the output starts a text.
-    p->from_bos.push_back(ids.empty() || (bos && ids.size() == 1 && ids[0] == *bos));
-    if (ids.empty()) {
-      if (!model_.tokenizer() || !model_.tokenizer()->bos_id())
-        return fail("the prompt is empty and the model has no BOS token to start from", prompt_param);
-      ids.push_back(*model_.tokenizer()->bos_id());
-    }
-    for (int32_t id : ids)
-      if (id < 0 || static_cast<uint32_t>(id) >= V)
-        return fail(fmt::format("token id {} is outside the vocabulary [0, {})", id, V), prompt_param);
-    longest = std::max<uint32_t>(longest, static_cast<uint32_t>(ids.size()));
-  }
+  for (const auto& ids : p->prompts) longest = std::max<uint32_t>(longest, static_cast<uint32_t>(ids.size()));
   // Too long for the context: OpenAI's code and wording, which clients and agents look for (they
   // compact the conversation and retry).
   const auto overflow = [&](std::string message, std::string param, uint64_t output, uint64_t limit) {
@@ -259,6 +249,7 @@ void Engine::prepare(const std::shared_ptr<GenRequest>& r) {
   r->cv.notify_all();
   {
     std::lock_guard lock(mu_);
+    inbox_choices_.fetch_add(static_cast<int64_t>(p->choices.size()));
     inbox_.push_back(std::move(p));
   }
   cv_.notify_all();
@@ -305,14 +296,100 @@ void Engine::admit() {
   std::vector<std::unique_ptr<Prep>> in;
   {
     std::unique_lock lock(mu_);
-    if (st_->live.empty()) cv_.wait(lock, [&] { return stop_ || !inbox_.empty(); });
+    if (st_->live.empty()) cv_.wait(lock, [&] { return stop_ || !inbox_.empty() || !calls_.empty(); });
     in.swap(inbox_);
   }
-  for (auto& p : in)
+  run_calls();
+  for (auto& p : in) {
     for (auto& c : p->choices) {
       st_->sched.enqueue(&c->seq);
       st_->live.push_back(std::move(c));
     }
+    inbox_choices_.fetch_sub(static_cast<int64_t>(p->choices.size()));
+  }
+}
+
+void Engine::call(std::function<void()> fn) {
+  auto task = std::make_shared<std::packaged_task<void()>>(std::move(fn));
+  std::future<void> done = task->get_future();
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) throw_error("[serve] model '{}': the engine has stopped", model_.name());
+    calls_.push_back([task] { (*task)(); });
+  }
+  cv_.notify_all();
+  done.get();
+}
+
+void Engine::run_calls() {
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard lock(mu_);
+    calls.swap(calls_);
+  }
+  for (auto& fn : calls) fn();  // a packaged task: its exception goes to the caller
+}
+
+void Engine::start_events(std::unique_ptr<KvEventPublisher> publisher) {
+  call([&] {
+    st_->events = std::move(publisher);
+    if (!st_->sched.announce_blocks()) {
+      log::warn("[serve] model '{}': prefix caching is off, so its KV events only ever say AllBlocksCleared",
+                model_.name());
+      st_->events->publish({{cache::PrefixTree::Event::Kind::cleared, {}, std::nullopt, {}, {}}});
+    }
+    publish_events();  // the tree's first event: a clear
+  });
+}
+
+void Engine::end_events() {
+  call([&] {
+    if (!st_->events) return;
+    publish_events();
+    st_->events->publish({{cache::PrefixTree::Event::Kind::cleared, {}, std::nullopt, {}, {}}});
+    st_->events->flush(std::chrono::seconds(1));
+    st_->events.reset();
+  });
+}
+
+void Engine::reset_prefix_cache() {
+  call([&] {
+    st_->sched.reset_prefix_cache();
+    publish_events();
+  });
+}
+
+Engine::AnnouncedBlocks Engine::announced_blocks() {
+  AnnouncedBlocks out;
+  call([&] {
+    publish_events();  // so that the listing and the last batch agree
+    out.blocks = st_->sched.announced();
+    if (st_->events) {
+      out.topic = st_->events->topic();
+      out.seq = st_->events->last_seq();
+    }
+  });
+  return out;
+}
+
+void Engine::publish_events() {
+  std::vector<cache::PrefixTree::Event> events = st_->sched.take_events();
+  if (!st_->events) return;
+  if (st_->resync) {
+    // A batch was dropped (the publisher's queue was full): subscribers get the whole state again.
+    events.clear();
+    events.push_back({cache::PrefixTree::Event::Kind::cleared, {}, std::nullopt, {}, {}});
+    for (cache::PrefixTree::Announced& a : st_->sched.announced())
+      events.push_back({cache::PrefixTree::Event::Kind::stored, {a.hash}, a.parent, std::move(a.tokens), a.key});
+  }
+  if (events.empty()) return;
+  const bool resync = st_->resync;
+  st_->resync = st_->events->publish(std::move(events)) < 0;
+  if (st_->resync && !resync)
+    log::warn(
+        "[serve] model '{}': the KV event queue is full (server.kv_events.max_queue_size); the next batch "
+        "sends the whole cache state",
+        model_.name());
 }
 
 void Engine::retire(bool cancellations) {
@@ -511,11 +588,20 @@ void Engine::publish_gauges(double step_s, double host_s) {
   g.evicted_snapshots = ss.evicted_snapshots;
   g.kv_token_capacity = kv.layout().token_capacity();
   g.kv_bytes_per_token = kv.layout().bytes_per_token();
+  // vLLM's usage: blocks only the prefix tree holds count as free (an eviction away from use);
+  // pools of different groups weighted by their bytes.
+  double used_bytes = 0, all_bytes = 0;
   for (size_t gi = 0; gi < kv.layout().groups.size(); ++gi) {
-    const uint64_t n = kv.layout().groups[gi].n_blocks, f = kv.free_blocks(gi);
+    const cache::KvGroup& grp = kv.layout().groups[gi];
+    const uint64_t n = grp.n_blocks, f = kv.free_blocks(gi);
     g.kv_blocks_free += f;
     g.kv_blocks_used += n - f;
+    used_bytes += double(grp.bytes_per_block) * double(n - f - kv.idle_blocks(gi));
+    all_bytes += double(grp.bytes_per_block) * double(n);
   }
+  g.kv_usage = all_bytes > 0 ? used_bytes / all_bytes : 0;
+  g.block_tokens = kv.layout().block_tokens;
+  g.queried_tokens = ss.queried_tokens;
   st_->steps += step_s > 0;
   st_->step_seconds += step_s;
   st_->host_seconds += host_s;
@@ -531,6 +617,7 @@ void Engine::publish_gauges(double step_s, double host_s) {
 }
 
 void Engine::loop() {
+  publish_gauges(0, 0);  // the model's gauges exist before its first request (routers read them)
   for (;;) {
     {
       std::lock_guard lock(mu_);
@@ -572,6 +659,7 @@ void Engine::iterate() {
     if (plan.empty()) {
       emit();
       retire(true);
+      publish_events();
       publish_gauges(0, 0);
       if (!st_->live.empty() && st_->sched.idle()) return;
       if (!st_->live.empty()) {
@@ -652,12 +740,14 @@ void Engine::iterate() {
       }
       sample(pr);
     }
+    publish_events();  // after the commit: what the step wrote is in the tree
     host_s += since(ts);
     publish_gauges(since(t0), host_s);
   }
 }
 
 void Engine::shutdown() {
+  run_calls();  // whoever waits on a call gets its answer
   // Whoever still waits gets an error rather than silence.
   for (auto& c : st_->live)
     if (!c->done) {

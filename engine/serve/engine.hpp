@@ -16,11 +16,13 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "cache/prefix_tree.hpp"
 #include "serve/metrics.hpp"
 #include "serve/request.hpp"
 #include "serve/served_model.hpp"
@@ -42,6 +44,24 @@ class Engine {
   /** Queues a request for preparation; the caller then waits on the request (wait_prepared, next). */
   void submit(std::shared_ptr<GenRequest> request);
   ServedModel& model() { return model_; }
+
+  /** Sequences admitted but not running yet: being prepared or waiting for the scheduler (now). */
+  uint64_t queued() const;
+
+  // KV-cache events (serve/kv_events.hpp). Each runs on the engine thread and returns when done.
+  /** Publishes the prefix cache's servable blocks from now on, starting with a clear. */
+  void start_events(std::unique_ptr<class KvEventPublisher> publisher);
+  /** Publishes a last clear (the replica is going away), sends it and stops publishing. */
+  void end_events();
+  /** Drops every cached prefix no running sequence holds (published as a clear). */
+  void reset_prefix_cache();
+  /** The announced blocks, the topic, and the sequence number of the batch that holds them. */
+  struct AnnouncedBlocks {
+    std::string topic;
+    int64_t seq = -1;
+    std::vector<cache::PrefixTree::Announced> blocks;
+  };
+  AnnouncedBlocks announced_blocks();
 
  private:
   struct Choice;
@@ -67,6 +87,11 @@ class Engine {
    *  `cancellations`: the plan points at its sequences. */
   void retire(bool cancellations);
   void publish_gauges(double step_s, double host_s);
+  /** Sends the step's prefix-cache events to the publisher (or the whole state after an overflow). */
+  void publish_events();
+  /** Runs `fn` on the engine thread and waits for it (its exception rethrown here). */
+  void call(std::function<void()> fn);
+  void run_calls();
 
   ServedModel& model_;
   Metrics& metrics_;
@@ -80,7 +105,9 @@ class Engine {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Prep>> inbox_;  ///< prepared, waiting for the engine thread
+  std::vector<std::function<void()>> calls_;  ///< call(): run by the engine thread between steps
   bool stop_ = false;
+  std::atomic<int64_t> preparing_{0}, inbox_choices_{0};  ///< queued(): requests in preparation, inbox choices
 
   // Engine thread only.
   struct State;

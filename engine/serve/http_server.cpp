@@ -19,8 +19,10 @@
 #include "serve/anthropic.hpp"
 #include "serve/connection_watch.hpp"
 #include "serve/engine.hpp"
+#include "serve/kv_events.hpp"
 #include "serve/metrics.hpp"
 #include "serve/openai.hpp"
+#include "serve/prompt.hpp"
 #include "serve/responses.hpp"
 #include "serve/served_model.hpp"
 #include "template/template.hpp"
@@ -133,6 +135,14 @@ struct HttpServer::Impl {
   std::atomic<int> in_flight{0};
   std::atomic<bool> stopping{false};
   std::atomic<bool> draining{false};
+  /** The models are loaded and their engines run: until then only the probes and /metrics answer. */
+  std::atomic<bool> ready{false};
+  std::string host;  ///< where bind() listens (the KV event topics name it)
+  int port = -1;
+  /** Engines for the models (once loaded); publishers for them once bound. */
+  void start_engines();
+  void start_events();
+  bool events_started = false;
   std::unique_ptr<ConnectionWatch> watch;  ///< started by bind(), once the port is known
 
   /** Marks the request's connection busy for its lifetime (the watch cuts only idle ones). */
@@ -233,6 +243,10 @@ struct HttpServer::Impl {
   ServedModel* tokenizer_request(const httplib::Request& req, httplib::Response& res, json* body);
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
+  /** POST /v1/chat/completions/render and /v1/completions/render: the token ids a request prefills. */
+  void render(const httplib::Request& req, httplib::Response& res, bool chat);
+  /** GET /debug/kv_blocks (server.debug_endpoints): a model's announced prefix-cache blocks. */
+  void kv_blocks(const httplib::Request& req, httplib::Response& res);
   void routes();
 };
 
@@ -574,12 +588,13 @@ void HttpServer::Impl::tokenize(const httplib::Request& req, httplib::Response& 
   try {
     std::vector<int32_t> ids;
     if (body.contains("messages")) {
-      if (!m->chat_template())
-        return send_error(res, {400, "this model has no chat template", "messages", "invalid_request_error", ""});
-      json b = body;  // add_generation_prompt defaults to true, as on the chat route
-      if (!b.contains("add_generation_prompt") || b["add_generation_prompt"].is_null())
-        b["add_generation_prompt"] = true;
-      ids = m->encode_chat(ChatInput::from_body(b));
+      // The chat route's own parsing (tool_choice none drops the tools, and so on) and prompt: the
+      // ids it gives are the ones a chat request with this body prefills.
+      ApiError err;
+      std::optional<ApiRequest> parsed = parse_request_body(
+          body, true, [&](const std::string& n, ApiError* e) { return lookup(n, e); }, cfg.limits, &err);
+      if (!parsed) return send_error(res, err);
+      ids = prompts_of(*parsed->model, *parsed->gen).ids.front();
     } else if (body.contains("prompt") && body["prompt"].is_string()) {
       bool add_special = true;
       if (body.contains("add_special_tokens")) {
@@ -594,9 +609,57 @@ void HttpServer::Impl::tokenize(const httplib::Request& req, httplib::Response& 
     }
     res.set_content(json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", m->max_context()}}.dump(),
                     "application/json");
+  } catch (const PromptError& e) {
+    send_error(res, {400, e.what(), e.param, "invalid_request_error", ""});
   } catch (const std::exception& e) {
     send_error(res, {400, e.what(), body.contains("messages") ? "messages" : "prompt", "invalid_request_error", ""});
   }
+}
+
+void HttpServer::Impl::render(const httplib::Request& req, httplib::Response& res, bool chat) {
+  ApiError err;
+  std::optional<ApiRequest> parsed = parse_request(
+      req.body, chat, [&](const std::string& n, ApiError* e) { return lookup(n, e); }, cfg.limits, &err);
+  if (!parsed) return send_error(res, err);
+  Prompts p;
+  try {
+    p = prompts_of(*parsed->model, *parsed->gen);
+  } catch (const PromptError& e) {
+    return send_error(res, {400, e.what(), e.param, "invalid_request_error", ""});
+  }
+  if (chat) {
+    res.set_content(json{{"model", parsed->model->name()}, {"token_ids", p.ids.front()}, {"prompt", p.chat_text}}.dump(
+                        -1, ' ', false, json::error_handler_t::replace),
+                    "application/json");
+    return;
+  }
+  const GenRequest& g = *parsed->gen;
+  json out = json::array();
+  for (size_t i = 0; i < p.ids.size(); ++i)
+    out.push_back({{"model", parsed->model->name()},
+                   {"token_ids", p.ids[i]},
+                   {"prompt", i < g.prompt_texts.size() ? json(g.prompt_texts[i]) : json(nullptr)}});
+  res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void HttpServer::Impl::kv_blocks(const httplib::Request& req, httplib::Response& res) {
+  ApiError err;
+  ServedModel* m = lookup(req.get_param_value("model"), &err);
+  if (!m) return send_error(res, err);
+  const Engine::AnnouncedBlocks a = engine_of(m).announced_blocks();
+  json blocks = json::array();
+  for (const cache::PrefixTree::Announced& b : a.blocks)
+    blocks.push_back({{"hash", b.hash},
+                      {"parent", b.parent ? json(*b.parent) : json(nullptr)},
+                      {"token_ids", b.tokens},
+                      {"extra_keys", b.key.empty() ? json(nullptr) : json::array({b.key})}});
+  res.set_content(json{{"model", m->name()},
+                       {"topic", a.topic},
+                       {"block_size", m->host().limits().block_tokens},
+                       {"published_seq", a.seq},
+                       {"blocks", std::move(blocks)}}
+                      .dump(),
+                  "application/json");
 }
 
 void HttpServer::Impl::detokenize(const httplib::Request& req, httplib::Response& res) {
@@ -640,7 +703,15 @@ void HttpServer::Impl::routes() {
       res.status = 200;
       return httplib::Server::HandlerResponse::Handled;
     }
-    const bool guarded = req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize";
+    const bool probe = req.path == "/health" || req.path == "/health/ready" || req.path == "/metrics";
+    if (!probe && !ready.load(std::memory_order_acquire)) {
+      res.set_header("Retry-After", "5");
+      send_error(res, {503, "the server is loading its models; retry shortly (GET /health/ready says when)", "",
+                       "server_error", "loading"});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const bool guarded = req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize" ||
+                         req.path == "/reset_prefix_cache" || req.path.rfind("/debug/", 0) == 0;
     if (guarded && !cfg.api_keys.empty()) {
       // Bearer (OpenAI clients) or x-api-key (Anthropic clients).
       const std::string auth = req.get_header_value("Authorization"), x_key = req.get_header_value("x-api-key");
@@ -677,16 +748,25 @@ void HttpServer::Impl::routes() {
     log::error("[serve] {}", what);
     send_error(res, {500, what, "", "server_error", ""});
   });
+  // Liveness: the process serves (while loading and draining too). Readiness: it takes requests.
   svr.Get("/health", busy([this](const httplib::Request&, httplib::Response& res) {
-            if (draining.load()) {
-              res.status = 503;  // load balancers stop sending here
-              res.set_content(json{{"status", "draining"}, {"in_flight", in_flight.load()}}.dump(), "application/json");
-              return;
-            }
-            res.set_content(json{{"status", "ok"}, {"models", models.size()}}.dump(), "application/json");
+            const char* status = !ready.load() ? "loading" : draining.load() ? "draining" : "ok";
+            res.set_content(json{{"status", status}, {"in_flight", in_flight.load()}}.dump(), "application/json");
+          }));
+  svr.Get("/health/ready", busy([this](const httplib::Request&, httplib::Response& res) {
+            const bool loaded = ready.load(), leaving = draining.load();
+            if (!loaded || leaving) res.status = 503;  // load balancers send nothing here
+            res.set_content(json{{"status", !loaded   ? "loading"
+                                            : leaving ? "draining"
+                                                      : "ready"}}
+                                .dump(),
+                            "application/json");
           }));
   svr.Get("/metrics", busy([this](const httplib::Request&, httplib::Response& res) {
-            std::string text = metrics.render();
+            std::map<std::string, uint64_t> queued;
+            if (ready.load(std::memory_order_acquire))
+              for (size_t i = 0; i < models.size(); ++i) queued[models[i]->name()] = engines[i]->queued();
+            std::string text = metrics.render(cfg.vllm_metrics, queued);
             if (watch)
               text += fmt::format(
                   "# HELP kiln_connections_open Client connections open.\n# TYPE kiln_connections_open gauge\n"
@@ -725,19 +805,53 @@ void HttpServer::Impl::routes() {
              busy([this](const httplib::Request& req, httplib::Response& res) { responses_delete(req, res); }));
   svr.Post(R"(/v1/responses/([^/]+)/cancel)",
            busy([this](const httplib::Request& req, httplib::Response& res) { responses_cancel(req, res); }));
+  svr.Post("/v1/chat/completions/render",
+           busy([this](const httplib::Request& req, httplib::Response& res) { render(req, res, true); }));
+  svr.Post("/v1/completions/render",
+           busy([this](const httplib::Request& req, httplib::Response& res) { render(req, res, false); }));
+  svr.Post("/reset_prefix_cache", busy([this](const httplib::Request&, httplib::Response& res) {
+             for (auto& e : engines) e->reset_prefix_cache();
+             res.set_content(json{{"status", "ok"}}.dump(), "application/json");
+           }));
+  if (cfg.debug_endpoints)
+    svr.Get("/debug/kv_blocks",
+            busy([this](const httplib::Request& req, httplib::Response& res) { kv_blocks(req, res); }));
   svr.Post("/tokenize", busy([this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); }));
   svr.Post("/detokenize", busy([this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); }));
 }
 
-HttpServer::HttpServer(std::vector<std::unique_ptr<ServedModel>> models, const ServerConfig& server)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->models = std::move(models);
+HttpServer::HttpServer(const ServerConfig& server) : impl_(std::make_unique<Impl>()) {
   impl_->cfg = server;
   for (const std::string& p : server.strip_system_lines) impl_->strip_lines.emplace_back(p, std::regex::ECMAScript);
-  for (auto& m : impl_->models) impl_->engines.push_back(std::make_unique<Engine>(*m, impl_->metrics));
   impl_->responses = std::make_unique<ResponseStore>(static_cast<size_t>(server.response_store.max_responses),
                                                      server.response_store.max_bytes);
   impl_->routes();
+}
+
+HttpServer::HttpServer(std::vector<std::unique_ptr<ServedModel>> models, const ServerConfig& server)
+    : HttpServer(server) {
+  add_models(std::move(models));
+}
+
+void HttpServer::add_models(std::vector<std::unique_ptr<ServedModel>> models) {
+  if (impl_->ready.load()) throw_error("[serve] the server's models are loaded already");
+  impl_->models = std::move(models);
+  impl_->start_engines();
+  if (impl_->port >= 0) impl_->start_events();
+  impl_->ready.store(true, std::memory_order_release);  // the routes see the models from here on
+}
+
+void HttpServer::Impl::start_engines() {
+  for (auto& m : models) engines.push_back(std::make_unique<Engine>(*m, metrics));
+}
+
+void HttpServer::Impl::start_events() {
+  if (!cfg.kv_events.enabled || events_started) return;
+  events_started = true;
+  for (size_t i = 0; i < models.size(); ++i)
+    engines[i]->start_events(std::make_unique<KvEventPublisher>(
+        cfg.kv_events, kv_event_topic(cfg.kv_events.topic, host, port, models[i]->name()), static_cast<int>(i),
+        models[i]->host().limits().block_tokens));
 }
 
 HttpServer::~HttpServer() {
@@ -777,6 +891,9 @@ int HttpServer::bind(const std::string& host, int port) {
   widen_backlog(bound);
   impl_->watch = std::make_unique<ConnectionWatch>(bound, std::chrono::seconds(impl_->cfg.read_timeout_s),
                                                    static_cast<size_t>(impl_->cfg.max_connections));
+  impl_->host = host;
+  impl_->port = bound;
+  if (!impl_->models.empty()) impl_->start_events();
   return bound;
 }
 
@@ -792,6 +909,9 @@ bool HttpServer::drain(int seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const int left = impl_->in_flight.load();
   if (left > 0) log::warn("[serve] drain timeout: ending {} request(s) still in progress", left);
+  // Subscribers forget this replica's blocks: it serves nothing more.
+  if (impl_->ready.load())
+    for (auto& e : impl_->engines) e->end_events();
   return left == 0;
 }
 

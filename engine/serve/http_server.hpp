@@ -17,6 +17,13 @@ class HttpServer {
  public:
   /** Serves `models` (loaded already) with the limits of `server`. */
   HttpServer(std::vector<std::unique_ptr<ServedModel>> models, const ServerConfig& server);
+  /**
+   * A server whose models come later (add_models): it can listen while they load, answering the
+   * probes (/health alive, /health/ready 503 "loading") and /metrics, and 503 to everything else.
+   */
+  explicit HttpServer(const ServerConfig& server);
+  /** The loaded models: their engines start, and the server is ready. Once. */
+  void add_models(std::vector<std::unique_ptr<ServedModel>> models);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -26,9 +33,9 @@ class HttpServer {
   /** Serves until stop(); returns false when the listener failed. */
   bool run();
   /**
-   * Graceful shutdown, first half: /health answers 503 and new generation requests 503 with
+   * Graceful shutdown, first half: /health/ready answers 503 and new generation requests 503 with
    * Retry-After, while requests in progress go on; returns when none is left (true) or after
-   * `seconds` (false). stop() then ends whatever remains.
+   * `seconds` (false), having published a last AllBlocksCleared. stop() then ends whatever remains.
    */
   bool drain(int seconds);
   /** Stops listening and ends the requests in progress (safe from any thread). */

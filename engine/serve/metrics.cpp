@@ -58,7 +58,7 @@ void Metrics::in_flight(int delta) {
   in_flight_ += delta;
 }
 
-std::string Metrics::render() const {
+std::string Metrics::render(bool vllm_names, const std::map<std::string, uint64_t>& queued) const {
   std::lock_guard lock(mu_);
   std::string o;
   const auto head = [&](const char* name, const char* type, const char* help) {
@@ -134,6 +134,45 @@ std::string Metrics::render() const {
        [](const PerModel& p) -> const Histogram& { return p.tpot; });
   hist("kiln_step_seconds", "Wall time of one engine step.",
        [](const PerModel& p) -> const Histogram& { return p.step; });
+  if (!vllm_names) return o;
+  // vLLM's names, for routers that score replicas by them (llm-d's endpoint picker): sequences
+  // running and waiting (those still being prepared count as waiting), cache usage with blocks
+  // only the prefix cache holds counted free, the prefix cache's queries and hits in tokens.
+  const auto vllm = [&](const char* name, const char* type, const char* help, auto get) {
+    head(name, type, help);
+    for (const auto& [m, p] : models_) o += fmt::format("{}{{model_name=\"{}\"}} {}\n", name, m, get(m, p));
+  };
+  vllm("vllm:num_requests_running", "gauge", "Sequences in the model's running batch.",
+       [](const std::string&, const PerModel& p) { return p.gauges.running; });
+  vllm("vllm:num_requests_waiting", "gauge", "Sequences admitted and not running: being prepared or queued.",
+       [&](const std::string& m, const PerModel& p) {
+         const auto q = queued.find(m);
+         return p.gauges.waiting + (q == queued.end() ? 0 : q->second);
+       });
+  vllm("vllm:kv_cache_usage_perc", "gauge",
+       "KV cache usage, 0 to 1: blocks held by a running sequence (only prefix-cached ones count free).",
+       [](const std::string&, const PerModel& p) { return p.gauges.kv_usage; });
+  vllm("vllm:gpu_cache_usage_perc", "gauge", "The same under its older name (routers before vLLM 0.10 read it).",
+       [](const std::string&, const PerModel& p) { return p.gauges.kv_usage; });
+  vllm("vllm:prefix_cache_queries_total", "counter", "Tokens of sequences that looked the prefix cache up.",
+       [](const std::string&, const PerModel& p) { return p.gauges.queried_tokens; });
+  vllm("vllm:prefix_cache_hits_total", "counter", "Of those, tokens whose KV came from the prefix cache.",
+       [](const std::string&, const PerModel& p) { return p.gauges.cached_tokens; });
+  vllm("vllm:prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+       [](const std::string&, const PerModel& p) { return p.prompt_tokens; });
+  vllm("vllm:generation_tokens_total", "counter", "Tokens generated.",
+       [](const std::string&, const PerModel& p) { return p.generated_tokens; });
+  vllm("vllm:num_preemptions_total", "counter", "Sequences preempted because the KV cache was full.",
+       [](const std::string&, const PerModel& p) { return p.gauges.preemptions; });
+  head("vllm:cache_config_info", "gauge", "The KV cache's configuration, in labels.");
+  for (const auto& [m, p] : models_) {
+    const uint64_t bt = p.gauges.block_tokens ? p.gauges.block_tokens : 1;
+    o += fmt::format("vllm:cache_config_info{{model_name=\"{}\",block_size=\"{}\",num_gpu_blocks=\"{}\"}} 1\n", m,
+                     p.gauges.block_tokens, p.gauges.kv_token_capacity / bt);
+  }
+  head("vllm:time_to_first_token_seconds", "histogram", "From arrival to the first generated token.");
+  for (const auto& [m, p] : models_)
+    p.ttft.write(o, "vllm:time_to_first_token_seconds", fmt::format("model_name=\"{}\"", m));
   return o;
 }
 

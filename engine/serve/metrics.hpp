@@ -31,6 +31,9 @@ struct EngineGauges {
   uint64_t kv_token_capacity = 0, kv_bytes_per_token = 0;  ///< what the chosen KV formats fit in the budget
   uint64_t preemptions = 0;
   uint64_t prefix_lookups = 0, prefix_hits = 0, cached_tokens = 0;  ///< prefix cache (counters)
+  uint64_t queried_tokens = 0;  ///< tokens of the sequences that looked the prefix cache up
+  double kv_usage = 0;          ///< 0-1, blocks only the prefix cache holds counted free (vLLM's)
+  uint32_t block_tokens = 0;
   uint64_t cached_blocks = 0, evicted_blocks = 0, snapshots = 0, snapshot_bytes = 0, evicted_snapshots = 0;
   uint64_t steps = 0;
   double step_seconds = 0, host_seconds = 0;  ///< totals over every step
@@ -49,8 +52,12 @@ class Metrics {
   void gauges(const std::string& model, const EngineGauges& g);
   void cancelled(const std::string& model);
   void in_flight(int delta);
-  /** The Prometheus text exposition. */
-  std::string render() const;
+  /**
+   * The Prometheus text exposition; with `vllm_names`, also the gauges and counters routers read
+   * under vLLM's names (label model_name), `queued` giving each model's sequences admitted but not
+   * running yet (Engine::queued, read now rather than at the last step).
+   */
+  std::string render(bool vllm_names = false, const std::map<std::string, uint64_t>& queued = {}) const;
 
  private:
   struct PerModel {

@@ -389,9 +389,12 @@ TEST(Serve, DrainFinishesWhatRunsAndRefusesWhatComes) {
   for (int i = 0; i < 500 && s.metric("kiln_requests_in_flight") < 1; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::future<bool> drained = std::async(std::launch::async, [&] { return s.drain(30); });
-  for (int i = 0; i < 500 && s.client().Get("/health")->status != 503; ++i)
+  for (int i = 0; i < 500 && s.client().Get("/health/ready")->status != 503; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_EQ(s.client().Get("/health")->status, 503);
+  // Not ready (routers send nothing more), still alive (a liveness probe must not restart it).
+  EXPECT_EQ(s.client().Get("/health/ready")->status, 503);
+  EXPECT_EQ(s.client().Get("/health")->status, 200);
+  EXPECT_NE(s.client().Get("/health")->body.find("draining"), std::string::npos);
   auto refused = s.client().Post("/v1/completions", R"({"prompt": "x", "max_tokens": 1})", "application/json");
   EXPECT_EQ(refused->status, 503);
   EXPECT_FALSE(refused->get_header_value("Retry-After").empty());
