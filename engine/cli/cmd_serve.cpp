@@ -112,7 +112,7 @@ std::optional<std::string> check_parser(const PluginRegistry& registry, const Ar
 int run(const std::vector<std::string>& argv) {
   std::vector<std::string> values = {"--config", "--host", "--port", "--model", "--device", "--api-key"};
   values.insert(values.end(), kModelFlags.begin(), kModelFlags.end());
-  Args args(argv, values, {});
+  Args args(argv, values, {"--render-only"});
   if (!args.ok()) return usage_error("serve", args.error());
   if (!args.positionals().empty())
     return usage_error(
@@ -202,7 +202,8 @@ int run(const std::vector<std::string>& argv) {
       for (const ModelConfig& m : config.models) {
         if (signalled.load()) break;
         log::info("[serve] loading model '{}' from {}", m.name, m.path);
-        models.push_back(std::make_unique<serve::ServedModel>(m, backend, registry));
+        models.push_back(args.flag("--render-only") ? std::make_unique<serve::ServedModel>(m, registry)
+                                                    : std::make_unique<serve::ServedModel>(m, backend, registry));
       }
       if (!signalled.load()) {
         http.add_models(std::move(models));
@@ -251,7 +252,10 @@ const bool registered = register_command({
     "                           name), cpu or reference\n"
     "  --host H, --port P       where to listen (default 127.0.0.1:8080; --port 0 picks a free port,\n"
     "                           printed as 'kiln serve: listening on http://HOST:PORT')\n"
-    "  --api-key KEY            require 'Authorization: Bearer KEY' (or x-api-key)\n\n"
+    "  --api-key KEY            require 'Authorization: Bearer KEY' (or x-api-key)\n"
+    "  --render-only            load no weights and no device: serve only the render routes,\n"
+    "                           /tokenize, /detokenize, /v1/models and the probes (a router's\n"
+    "                           tokenizer sidecar; a model folder needs no weight files)\n\n"
     "Routes: POST /v1/chat/completions, /v1/completions, /v1/responses (OpenAI),\n"
     "        /v1/messages, /v1/messages/count_tokens (Anthropic), /tokenize, /detokenize,\n"
     "        /v1/chat/completions/render, /v1/completions/render (token ids), /reset_prefix_cache;\n"

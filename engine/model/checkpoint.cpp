@@ -120,6 +120,14 @@ Checkpoint Checkpoint::open(const std::string& path) {
   throw_error("[model] {} is neither a directory, a .gguf nor a .safetensors file", path);
 }
 
+Checkpoint Checkpoint::open_metadata(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(fs::path(path), ec)) return open_hf(path, "", false);
+  Checkpoint c = open(path);  // a GGUF's metadata and vocabulary come with its tensor index
+  c.tensors_.clear();
+  return c;
+}
+
 Checkpoint Checkpoint::open_gguf(const std::string& file) {
   Checkpoint c;
   c.format_ = CheckpointFormat::gguf;
@@ -150,7 +158,7 @@ Checkpoint Checkpoint::open_gguf(const std::string& file) {
   return c;
 }
 
-Checkpoint Checkpoint::open_hf(const std::string& dir_str, const std::string& single_file) {
+Checkpoint Checkpoint::open_hf(const std::string& dir_str, const std::string& single_file, bool tensors) {
   Checkpoint c;
   c.format_ = CheckpointFormat::hf;
   const fs::path dir(dir_str);
@@ -195,6 +203,7 @@ Checkpoint Checkpoint::open_hf(const std::string& dir_str, const std::string& si
   }
   if (fs::exists(dir / "tokenizer.json", ec)) c.tokenizer_json_ = (dir / "tokenizer.json").string();
   if (fs::exists(dir / "tokenizer_config.json", ec)) c.tokenizer_config_json_ = (dir / "tokenizer_config.json").string();
+  if (!tensors) return c;
 
   std::vector<std::string> files;
   std::map<std::string, std::string> weight_map;  // tensor -> shard, from the index

@@ -37,6 +37,12 @@ class Checkpoint {
    * it. Throws HostError with a "[model]" / "[safetensors]" / "[gguf]" prefix saying what to fix.
    */
   static Checkpoint open(const std::string& path);
+  /**
+   * The metadata alone (config, generation defaults, tokenizer files, a GGUF's vocabulary), for a
+   * server that only renders and tokenizes: a Hugging Face folder needs no weight files, and no
+   * tensor is listed (tensors() is empty).
+   */
+  static Checkpoint open_metadata(const std::string& path);
 
   CheckpointFormat format() const { return format_; }
   const std::string& path() const { return path_; }
@@ -68,7 +74,7 @@ class Checkpoint {
 
  private:
   void add_tensors(const std::vector<TensorInfo>& ts);
-  static Checkpoint open_hf(const std::string& dir, const std::string& single_file);
+  static Checkpoint open_hf(const std::string& dir, const std::string& single_file, bool tensors = true);
   static Checkpoint open_gguf(const std::string& file);
 
   CheckpointFormat format_ = CheckpointFormat::hf;

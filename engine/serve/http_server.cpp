@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <unordered_map>
 
 #include "core/error.hpp"
@@ -143,6 +144,8 @@ struct HttpServer::Impl {
   void start_engines();
   void start_events();
   bool events_started = false;
+  /** kiln serve --render-only: models without weights; only the tokenizer routes answer. */
+  std::atomic<bool> render_only{false};
   std::unique_ptr<ConnectionWatch> watch;  ///< started by bind(), once the port is known
 
   /** Marks the request's connection busy for its lifetime (the watch cuts only idle ones). */
@@ -710,6 +713,18 @@ void HttpServer::Impl::routes() {
                        "server_error", "loading"});
       return httplib::Server::HandlerResponse::Handled;
     }
+    if (render_only) {
+      static const std::regex allowed(
+          R"(^/(health(/ready)?|metrics|tokenize|detokenize|v1/models|v1/(chat/)?completions/render|v1/messages/count_tokens)$)");
+      if (!std::regex_match(req.path, allowed)) {
+        send_error(res, {404,
+                         fmt::format("{} {}: this server only renders and tokenizes (kiln serve --render-only); send "
+                                     "generation requests to a replica",
+                                     req.method, req.path),
+                         "", "invalid_request_error", ""});
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     const bool guarded = req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize" ||
                          req.path == "/reset_prefix_cache" || req.path.rfind("/debug/", 0) == 0;
     if (guarded && !cfg.api_keys.empty()) {
@@ -765,7 +780,7 @@ void HttpServer::Impl::routes() {
   svr.Get("/metrics", busy([this](const httplib::Request&, httplib::Response& res) {
             std::map<std::string, uint64_t> queued;
             if (ready.load(std::memory_order_acquire))
-              for (size_t i = 0; i < models.size(); ++i) queued[models[i]->name()] = engines[i]->queued();
+              for (size_t i = 0; i < engines.size(); ++i) queued[models[i]->name()] = engines[i]->queued();
             std::string text = metrics.render(cfg.vllm_metrics, queued);
             if (watch)
               text += fmt::format(
@@ -842,11 +857,17 @@ void HttpServer::add_models(std::vector<std::unique_ptr<ServedModel>> models) {
 }
 
 void HttpServer::Impl::start_engines() {
+  size_t renderers = 0;
+  for (auto& m : models) renderers += m->render_only();
+  if (renderers && renderers != models.size())
+    throw_error("[serve] a server's models are all render-only or none is ({} of {} are)", renderers, models.size());
+  render_only = renderers > 0;
+  if (render_only) return;
   for (auto& m : models) engines.push_back(std::make_unique<Engine>(*m, metrics));
 }
 
 void HttpServer::Impl::start_events() {
-  if (!cfg.kv_events.enabled || events_started) return;
+  if (!cfg.kv_events.enabled || events_started || render_only) return;
   events_started = true;
   for (size_t i = 0; i < models.size(); ++i)
     engines[i]->start_events(std::make_unique<KvEventPublisher>(

@@ -58,6 +58,25 @@ ServedModel::ServedModel(const ModelConfig& config, const BackendConfig& backend
   const Component* comp = registry.find_model_type(arch);
   if (!comp)
     throw_error("[serve] model '{}': no model plugin serves model type '{}' (see: kiln plugins)", config.name, arch);
+  read_text_side(ck, registry);
+  arch_ = arch;
+  host_ = std::make_unique<model::ModelHost>(std::move(ck), *comp, host_options(config, backend));
+  n_vocab_ = host_->limits().n_vocab;
+  max_context_ = host_->limits().max_context;
+  const cache::CacheLayout& layout = host_->cache().layout();
+  cache_tokens_ = host_->limits().max_context;
+  for (const cache::KvGroup& g : layout.groups)
+    if (g.kind == KILN_CACHE_FULL_KV)
+      cache_tokens_ = std::min<uint64_t>(cache_tokens_, uint64_t{g.n_blocks} * layout.block_tokens);
+  grammars_ = std::make_unique<GrammarCache>(tokenizer(), n_vocab(), stop_ids_);
+  mask_untokenized_rows();
+  created_ =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  log::info("[serve] model '{}' ({}) on {}: context {}, {} sequences, cache holds {} tokens per sequence", config.name,
+            arch, host_->device().info().name, max_context(), host_->limits().max_seqs, cache_tokens_);
+}
+
+void ServedModel::read_text_side(const model::Checkpoint& ck, const PluginRegistry& registry) {
   const model::GenerationDefaults gen = ck.generation();
   // Tokenizer and chat template, before the checkpoint moves into the host.
   if (!ck.tokenizer_json().empty())
@@ -68,34 +87,34 @@ ServedModel::ServedModel(const ModelConfig& config, const BackendConfig& backend
     const std::filesystem::path dir = std::filesystem::is_directory(ck.path())
                                           ? std::filesystem::path(ck.path())
                                           : std::filesystem::path(ck.path()).parent_path();
-    if (!config.chat_template.empty()) {
+    if (!config_.chat_template.empty()) {
       const std::string cfg_path = (dir / "tokenizer_config.json").string();
       const std::string cfg = std::filesystem::exists(cfg_path) ? read_text(cfg_path) : "";
-      template_ = ChatTemplate::from_config(cfg, read_text(config.chat_template));
+      template_ = ChatTemplate::from_config(cfg, read_text(config_.chat_template));
     } else {
       try {
         template_ = ChatTemplate::from_model_dir(dir);
       } catch (const HostError& e) {
-        log::warn("[serve] model '{}': {}; chat requests will be refused (set chat_template in the YAML)", config.name,
+        log::warn("[serve] model '{}': {}; chat requests will be refused (set chat_template in the YAML)", config_.name,
                   e.what());
       }
     }
   } else if (ck.vocab()) {
     const std::string special = gguf_special_tokens(*ck.vocab());
-    if (!config.chat_template.empty())
-      template_ = ChatTemplate::from_config(special, read_text(config.chat_template));
+    if (!config_.chat_template.empty())
+      template_ = ChatTemplate::from_config(special, read_text(config_.chat_template));
     else if (!ck.vocab()->chat_template.empty())
       template_ = ChatTemplate::from_config(special, ck.vocab()->chat_template);
     else
       log::info(
           "[serve] model '{}': the GGUF embeds no chat template; chat requests will be refused (set "
           "chat_template in the YAML)",
-          config.name);
+          config_.name);
   }
-  if (!config.reasoning_parser.empty())
-    reasoning_ = &parse::find_parser(registry, KILN_COMPONENT_REASONING_PARSER, config.reasoning_parser);
-  if (!config.tool_parser.empty())
-    tools_ = &parse::find_parser(registry, KILN_COMPONENT_TOOL_PARSER, config.tool_parser);
+  if (!config_.reasoning_parser.empty())
+    reasoning_ = &parse::find_parser(registry, KILN_COMPONENT_REASONING_PARSER, config_.reasoning_parser);
+  if (!config_.tool_parser.empty())
+    tools_ = &parse::find_parser(registry, KILN_COMPONENT_TOOL_PARSER, config_.tool_parser);
   if (tokenizer_) controls_ = tokenizer_->special_token_texts();
   for (const std::string& c : controls_) longest_control_ = std::max(longest_control_, c.size());
   for (int64_t id : gen.stop_tokens) stop_ids_.push_back(static_cast<int32_t>(id));
@@ -105,7 +124,7 @@ ServedModel::ServedModel(const ModelConfig& config, const BackendConfig& backend
 
   // Defaults: the YAML's sampling section, then generation_config.json (which only applies when it
   // asks to sample), then greedy.
-  const SamplingConfig& s = config.sampling;
+  const SamplingConfig& s = config_.sampling;
   const bool sample = gen.do_sample.value_or(false);
   defaults_.temperature = s.temperature.value_or(sample ? gen.temperature.value_or(1.0) : 0.0);
   defaults_.top_p = s.top_p.value_or(sample ? gen.top_p.value_or(1.0) : 1.0);
@@ -116,14 +135,9 @@ ServedModel::ServedModel(const ModelConfig& config, const BackendConfig& backend
   defaults_.frequency_penalty = s.frequency_penalty.value_or(0.0);
   if (s.seed) defaults_.seed = *s.seed;
   if (s.max_tokens) default_max_tokens_ = static_cast<uint32_t>(*s.max_tokens);
+}
 
-  host_ = std::make_unique<model::ModelHost>(std::move(ck), *comp, host_options(config, backend));
-  const cache::CacheLayout& layout = host_->cache().layout();
-  cache_tokens_ = host_->limits().max_context;
-  for (const cache::KvGroup& g : layout.groups)
-    if (g.kind == KILN_CACHE_FULL_KV)
-      cache_tokens_ = std::min<uint64_t>(cache_tokens_, uint64_t{g.n_blocks} * layout.block_tokens);
-  grammars_ = std::make_unique<GrammarCache>(tokenizer(), n_vocab(), stop_ids_);
+void ServedModel::mask_untokenized_rows() {
   if (tokenizer_) {
     // Qwen and Gemma pad the output layer past the tokenizer's last id (151,936 rows for 151,669
     // ids): those rows have logits like any other, but no text, so they are never sampled.
@@ -140,13 +154,36 @@ ServedModel::ServedModel(const ModelConfig& config, const BackendConfig& backend
       log::info(
           "[serve] model '{}': {} of the output layer's {} rows have no token in the tokenizer; they are "
           "never sampled",
-          config.name, masked, n_vocab());
+          config_.name, masked, n_vocab());
     }
   }
+}
+
+ServedModel::ServedModel(const ModelConfig& config, const PluginRegistry& registry) : config_(config) {
+  const model::Checkpoint ck = model::Checkpoint::open_metadata(config.path);
+  arch_ = config.arch == "auto" ? ck.model_type() : config.arch;
+  read_text_side(ck, registry);
+  // The model plugin reads these from the same metadata; without it: the output rows
+  // (vocab_size, a GGUF's <arch>.vocab_size, else the tokenizer's size) and the context (the YAML's,
+  // else the checkpoint's capped at 8192, as the host does).
+  const nlohmann::json meta = nlohmann::json::parse(ck.config_json(), nullptr, false);
+  const auto number = [&](std::initializer_list<std::string> keys) -> uint64_t {
+    for (const std::string& k : keys)
+      if (meta.is_object() && meta.contains(k) && meta[k].is_number_unsigned()) return meta[k].get<uint64_t>();
+    return 0;
+  };
+  n_vocab_ = static_cast<uint32_t>(number({"vocab_size", arch_ + ".vocab_size"}));
+  if (!n_vocab_ && ck.vocab()) n_vocab_ = static_cast<uint32_t>(ck.vocab()->tokens.size());
+  if (!n_vocab_ && tokenizer_) n_vocab_ = static_cast<uint32_t>(tokenizer_->vocab_size());
+  const uint64_t ctx = number({"max_position_embeddings", arch_ + ".context_length"});
+  max_context_ = config.max_context > 0 ? static_cast<uint32_t>(config.max_context)
+                                        : static_cast<uint32_t>(std::min<uint64_t>(ctx ? ctx : 8192, 8192));
+  cache_tokens_ = max_context_;
+  mask_untokenized_rows();
   created_ =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  log::info("[serve] model '{}' ({}) on {}: context {}, {} sequences, cache holds {} tokens per sequence", config.name,
-            arch, host_->device().info().name, max_context(), host_->limits().max_seqs, cache_tokens_);
+  log::info("[serve] model '{}' ({}): render only (no weights, no device); vocabulary {}, context {}", config.name,
+            arch_, n_vocab_, max_context_);
 }
 
 bool ServedModel::parsers_read_control_tokens() const {
@@ -157,7 +194,8 @@ bool ServedModel::parsers_read_control_tokens() const {
 }
 
 std::string ServedModel::description() const {
-  const std::string d = fmt::format("{} ({}) from {}", config_.name, host_->checkpoint().model_type(), config_.path);
+  const std::string d =
+      fmt::format("{} ({}) from {}{}", config_.name, arch_, config_.path, host_ ? "" : " (render only)");
   return config_.description.empty() ? d : config_.description + " — " + d;
 }
 

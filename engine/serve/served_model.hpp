@@ -30,6 +30,13 @@ class ServedModel {
  public:
   /** Loads the checkpoint onto the backend's device; throws HostError / ConfigError saying what to fix. */
   ServedModel(const ModelConfig& config, const BackendConfig& backend, const PluginRegistry& registry);
+  /**
+   * Render-only (kiln serve --render-only, a router's tokenizer sidecar): the tokenizer, template,
+   * parsers and request defaults from the checkpoint's metadata, no weights (a Hugging Face folder
+   * may have none) and no device. host() must not be called.
+   */
+  ServedModel(const ModelConfig& config, const PluginRegistry& registry);
+  bool render_only() const { return !host_; }
 
   const std::string& name() const { return config_.name; }
   const ModelConfig& config() const { return config_; }
@@ -47,11 +54,11 @@ class ServedModel {
   /** Compiled grammars of constrained requests (thread-safe). */
   GrammarCache& grammars() const { return *grammars_; }
 
-  uint32_t n_vocab() const { return host_->limits().n_vocab; }
+  uint32_t n_vocab() const { return n_vocab_; }
   /** The ids a request may be given (bit t of word t/64), or null for all of them: output rows the
    *  tokenizer has no token for (a padded vocabulary) are never sampled. Computed once. */
   const uint64_t* sampleable() const { return sampleable_.empty() ? nullptr : sampleable_.data(); }
-  uint32_t max_context() const { return host_->limits().max_context; }
+  uint32_t max_context() const { return max_context_; }
   /** Tokens the KV cache can hold for one sequence alone (a request beyond it can never run). */
   uint64_t cache_token_capacity() const { return cache_tokens_; }
   /** eos ids of config.json and generation_config.json (or the GGUF's), all stop generation. */
@@ -76,8 +83,15 @@ class ServedModel {
   std::vector<int32_t> encode_chat(const ChatInput& chat, std::string* rendered = nullptr) const;
 
  private:
+  /** What both constructors read from the checkpoint: tokenizer, template, parsers, defaults. */
+  void read_text_side(const model::Checkpoint& ck, const PluginRegistry& registry);
+  /** The padded output rows no token has (sampleable_). */
+  void mask_untokenized_rows();
+
   ModelConfig config_;
   std::unique_ptr<model::ModelHost> host_;
+  std::string arch_;
+  uint32_t n_vocab_ = 0, max_context_ = 0;
   std::optional<text::Tokenizer> tokenizer_;
   std::optional<ChatTemplate> template_;
   const Component* reasoning_ = nullptr;

