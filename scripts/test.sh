@@ -65,7 +65,7 @@ if [ "${KILN_SKIP_TSAN:-0}" != 1 ]; then
   tsan_one() {  # tsan_one BINARY [shard]: one binary, or one of its two shards
     local shard=()
     [ -n "${2:-}" ] && shard=(GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX="$2")
-    env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" KILN_CPU_THREADS=1 \
+    env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/scripts/tsan.supp" KILN_CPU_THREADS=1 \
       VK_ICD_FILENAMES=/nonexistent VK_DRIVER_FILES=/nonexistent "${shard[@]}" \
       build-tsan/bin/"$1" --gtest_brief=1 --gtest_filter="${tsan_filter[$1]:-*}"
   }

@@ -4,10 +4,12 @@
 // reference subscriber and replicas behind HAProxy and nginx: tests/scale.)
 #include <gtest/gtest.h>
 #include <msgpack.h>
+#include <zmq.h>
 
 #include <fstream>
 #include <future>
 #include <regex>
+#include <set>
 
 #include "fixtures.hpp"
 #include "qwen3_5_checkpoint.hpp"
@@ -337,6 +339,132 @@ TEST(ScaleOut, EventBatchesHaveVllmsLayout) {
   EXPECT_EQ(str(at(gone, 0)), "BlockRemoved");
   EXPECT_EQ(at(gone, 1).via.array.size, 2u);
   EXPECT_EQ(str(at(gone, 2)), "GPU");
+}
+
+/** The multipart messages waiting on `socket`, each within `ms`; empty when none came. */
+std::vector<std::vector<std::string>> receive(void* socket, int ms, size_t most) {
+  std::vector<std::vector<std::string>> out;
+  while (out.size() < most) {
+    zmq_pollitem_t item{socket, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&item, 1, ms) <= 0) break;
+    std::vector<std::string> frames;
+    for (bool more = true; more;) {
+      zmq_msg_t m;
+      zmq_msg_init(&m);
+      if (zmq_msg_recv(&m, socket, 0) < 0) {
+        zmq_msg_close(&m);
+        return out;
+      }
+      frames.emplace_back(static_cast<const char*>(zmq_msg_data(&m)), zmq_msg_size(&m));
+      more = zmq_msg_more(&m);
+      zmq_msg_close(&m);
+    }
+    out.push_back(std::move(frames));
+  }
+  return out;
+}
+
+int64_t seq_of(const std::string& b) {
+  uint64_t v = 0;
+  for (unsigned char c : b) v = v << 8 | c;
+  return static_cast<int64_t>(v);
+}
+
+/** Applies one batch's events to a set of live block hashes; returns its events' tags. */
+std::vector<std::string> apply(std::set<uint64_t>& live, const std::string& payload) {
+  Unpacked b(payload);
+  std::vector<std::string> tags;
+  const msgpack_object& events = at(b.root(), 1);
+  for (uint32_t i = 0; i < events.via.array.size; ++i) {
+    const msgpack_object& e = events.via.array.ptr[i];
+    tags.push_back(str(at(e, 0)));
+    if (tags.back() == "AllBlocksCleared") live.clear();
+    if (tags.back() == "BlockStored" || tags.back() == "BlockRemoved") {
+      const msgpack_object& hashes = at(e, 1);
+      for (uint32_t h = 0; h < hashes.via.array.size; ++h) {
+        const uint64_t v = hashes.via.array.ptr[h].via.u64;
+        if (tags.back() == "BlockStored")
+          EXPECT_TRUE(live.insert(v).second) << "stored twice";
+        else
+          EXPECT_EQ(live.erase(v), 1u) << "removed unknown";
+      }
+    }
+  }
+  return tags;
+}
+
+// The publisher on its own thread beside the engine's, over real sockets (ipc): a replay from 0
+// rebuilds the announced blocks exactly, and the drain's last batch clears them.
+TEST(ScaleOut, KvEventsOverZeroMqRebuildTheAnnouncedBlocksAndEndCleared) {
+  kiln::test::TempDir dir;
+  ServerConfig sc;
+  sc.debug_endpoints = true;
+  sc.kv_events.enabled = true;
+  sc.kv_events.endpoint = "ipc://" + dir.str() + "/events";
+  sc.kv_events.replay_endpoint = "ipc://" + dir.str() + "/replay";
+  Server s(sc);
+  void* ctx = zmq_ctx_new();
+  void* sub = zmq_socket(ctx, ZMQ_SUB);
+  ASSERT_EQ(zmq_connect(sub, sc.kv_events.endpoint.c_str()), 0);
+  ASSERT_EQ(zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // ZeroMQ's slow joiner
+  for (int i = 0; i < 6; ++i)
+    s.post("/v1/chat/completions",
+           {{"messages", {{{"role", "user"}, {"content", "Once upon a time, story " + std::to_string(i % 3)}}}},
+            {"max_tokens", 24},
+            {"temperature", 0}});
+  const json listing = json::parse(s.client().Get("/debug/kv_blocks")->body);
+  const int64_t last = listing["published_seq"];
+  ASSERT_GT(last, 0);
+  std::set<uint64_t> listed;
+  for (const json& b : listing["blocks"]) listed.insert(b["hash"].get<uint64_t>());
+  EXPECT_FALSE(listed.empty());
+
+  void* dealer = zmq_socket(ctx, ZMQ_DEALER);
+  ASSERT_EQ(zmq_connect(dealer, sc.kv_events.replay_endpoint.c_str()), 0);
+  const std::string from(8, '\0');
+  zmq_send(dealer, "", 0, ZMQ_SNDMORE);
+  zmq_send(dealer, from.data(), from.size(), 0);
+  std::set<uint64_t> live;
+  int64_t expect = 0;
+  for (int i = 0; i < 100000; ++i) {
+    const auto got = receive(dealer, 5000, 1);
+    ASSERT_EQ(got.size(), 1u) << "no end marker";
+    const std::vector<std::string>& m = got.front();
+    ASSERT_EQ(m.size(), 4u);  // "", topic, seq, payload
+    if (m[3].empty()) {
+      EXPECT_EQ(seq_of(m[2]), -1);  // the end marker
+      break;
+    }
+    EXPECT_EQ(m[1], listing["topic"].get<std::string>());
+    EXPECT_EQ(seq_of(m[2]), expect++);
+    const std::vector<std::string> tags = apply(live, m[3]);
+    if (expect == 1) {
+      EXPECT_EQ(tags.front(), "AllBlocksCleared");
+    }
+  }
+  EXPECT_EQ(expect, last + 1);
+  EXPECT_EQ(live, listed);
+
+  // Live: every batch the subscriber saw had the next sequence number; the drain's is a clear.
+  EXPECT_TRUE(s.drain(5));
+  int64_t prev = -1;
+  std::vector<std::string> final_tags;
+  for (const auto& m : receive(sub, 1000, 100000)) {  // until a second passes without one
+    ASSERT_EQ(m.size(), 3u);
+    const int64_t q = seq_of(m[1]);
+    if (prev >= 0) {
+      EXPECT_EQ(q, prev + 1);
+    }
+    prev = q;
+    std::set<uint64_t> scratch;
+    final_tags = apply(scratch, m[2]);
+  }
+  EXPECT_EQ(prev, last + 1);
+  EXPECT_EQ(final_tags, std::vector<std::string>({"AllBlocksCleared"}));
+  zmq_close(dealer);
+  zmq_close(sub);
+  zmq_ctx_term(ctx);
 }
 
 TEST(ScaleOut, EventEndpointsAndTopicsFollowVllm) {
