@@ -59,24 +59,32 @@ void Metrics::in_flight(int delta) {
 }
 
 std::string Metrics::render(bool vllm_names, const std::map<std::string, uint64_t>& queued) const {
-  std::lock_guard lock(mu_);
+  // A copy under the lock, formatted outside it: the engine thread takes the lock every step, and a
+  // scrape (a router polls every 50 ms or so) must not hold it up for the formatting.
+  std::map<std::string, PerModel> models;
+  int64_t in_flight = 0;
+  {
+    std::lock_guard lock(mu_);
+    models = models_;
+    in_flight = in_flight_;
+  }
   std::string o;
   const auto head = [&](const char* name, const char* type, const char* help) {
     o += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   };
   head("kiln_requests_in_flight", "gauge", "HTTP generation requests being served now.");
-  o += fmt::format("kiln_requests_in_flight {}\n", in_flight_);
+  o += fmt::format("kiln_requests_in_flight {}\n", in_flight);
   head("kiln_requests_total", "counter", "Finished generation requests by HTTP status.");
-  for (const auto& [m, p] : models_)
+  for (const auto& [m, p] : models)
     for (const auto& [status, n] : p.requests_by_status)
       o += fmt::format("kiln_requests_total{{model=\"{}\",status=\"{}\"}} {}\n", m, status, n);
   const auto counter = [&](const char* name, const char* help, auto get) {
     head(name, "counter", help);
-    for (const auto& [m, p] : models_) o += fmt::format("{}{{model=\"{}\"}} {}\n", name, m, get(p));
+    for (const auto& [m, p] : models) o += fmt::format("{}{{model=\"{}\"}} {}\n", name, m, get(p));
   };
   const auto gauge = [&](const char* name, const char* help, auto get) {
     head(name, "gauge", help);
-    for (const auto& [m, p] : models_) o += fmt::format("{}{{model=\"{}\"}} {}\n", name, m, get(p));
+    for (const auto& [m, p] : models) o += fmt::format("{}{{model=\"{}\"}} {}\n", name, m, get(p));
   };
   counter("kiln_prompt_tokens_total", "Prompt tokens of admitted requests.",
           [](const PerModel& p) { return p.prompt_tokens; });
@@ -126,7 +134,7 @@ std::string Metrics::render(bool vllm_names, const std::map<std::string, uint64_
         [](const PerModel& p) { return p.gauges.kv_bytes_per_token; });
   const auto hist = [&](const char* name, const char* help, auto get) {
     head(name, "histogram", help);
-    for (const auto& [m, p] : models_) get(p).write(o, name, fmt::format("model=\"{}\"", m));
+    for (const auto& [m, p] : models) get(p).write(o, name, fmt::format("model=\"{}\"", m));
   };
   hist("kiln_time_to_first_token_seconds", "From arrival to the first generated token.",
        [](const PerModel& p) -> const Histogram& { return p.ttft; });
@@ -140,7 +148,7 @@ std::string Metrics::render(bool vllm_names, const std::map<std::string, uint64_
   // only the prefix cache holds counted free, the prefix cache's queries and hits in tokens.
   const auto vllm = [&](const char* name, const char* type, const char* help, auto get) {
     head(name, type, help);
-    for (const auto& [m, p] : models_) o += fmt::format("{}{{model_name=\"{}\"}} {}\n", name, m, get(m, p));
+    for (const auto& [m, p] : models) o += fmt::format("{}{{model_name=\"{}\"}} {}\n", name, m, get(m, p));
   };
   vllm("vllm:num_requests_running", "gauge", "Sequences in the model's running batch.",
        [](const std::string&, const PerModel& p) { return p.gauges.running; });
@@ -165,13 +173,13 @@ std::string Metrics::render(bool vllm_names, const std::map<std::string, uint64_
   vllm("vllm:num_preemptions_total", "counter", "Sequences preempted because the KV cache was full.",
        [](const std::string&, const PerModel& p) { return p.gauges.preemptions; });
   head("vllm:cache_config_info", "gauge", "The KV cache's configuration, in labels.");
-  for (const auto& [m, p] : models_) {
+  for (const auto& [m, p] : models) {
     const uint64_t bt = p.gauges.block_tokens ? p.gauges.block_tokens : 1;
     o += fmt::format("vllm:cache_config_info{{model_name=\"{}\",block_size=\"{}\",num_gpu_blocks=\"{}\"}} 1\n", m,
                      p.gauges.block_tokens, p.gauges.kv_token_capacity / bt);
   }
   head("vllm:time_to_first_token_seconds", "histogram", "From arrival to the first generated token.");
-  for (const auto& [m, p] : models_)
+  for (const auto& [m, p] : models)
     p.ttft.write(o, "vllm:time_to_first_token_seconds", fmt::format("model_name=\"{}\"", m));
   return o;
 }
