@@ -181,11 +181,22 @@ int run(const std::vector<std::string>& argv) {
     std::thread waiter([&] {
       int sig = 0;
       sigwait(&stop_signals, &sig);
+      const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
       if (!stopped_itself.load()) {
         signalled.store(true);
-        log::info("[serve] {}: draining (up to {} s), then stopping", sig == SIGINT ? "SIGINT" : "SIGTERM",
-                  server.drain_timeout_s);
-        http.drain(server.drain_timeout_s);
+        if (!http.ready()) {
+          // Nothing served yet, so nothing to drain; the load (minutes for a large model) would
+          // only delay the exit a supervisor asked for.
+          log::info("[serve] {} while the models load: stopping", name);
+          std::fflush(stderr);
+          std::_Exit(0);
+        }
+        log::info("[serve] {}: draining (up to {} s), then stopping", name, server.drain_timeout_s);
+        try {
+          http.drain(server.drain_timeout_s);
+        } catch (const std::exception& e) {  // stop all the same
+          log::error("[serve] the drain failed: {}", e.what());
+        }
       }
       http.stop();
     });
@@ -205,8 +216,8 @@ int run(const std::vector<std::string>& argv) {
         models.push_back(args.flag("--render-only") ? std::make_unique<serve::ServedModel>(m, registry)
                                                     : std::make_unique<serve::ServedModel>(m, backend, registry));
       }
-      if (!signalled.load()) {
-        http.add_models(std::move(models));
+      if (!listener_ok.load()) throw std::runtime_error("the HTTP listener stopped while the models loaded");
+      if (!signalled.load() && http.add_models(std::move(models))) {
         // The port line is the last of the start-up: scripts and tests wait for it.
         fmt::print(stderr, "kiln serve: listening on http://{}:{} ({} model{})\n", host, bound, config.models.size(),
                    config.models.size() == 1 ? "" : "s");

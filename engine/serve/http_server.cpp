@@ -136,6 +136,8 @@ struct HttpServer::Impl {
   std::atomic<int> in_flight{0};
   std::atomic<bool> stopping{false};
   std::atomic<bool> draining{false};
+  std::atomic<bool> running{false}, ran{false};  ///< run() was entered / has returned (stop() waits between)
+  std::mutex lifecycle;                          ///< orders add_models() against drain()
   /** The models are loaded and their engines run: until then only the probes and /metrics answer. */
   std::atomic<bool> ready{false};
   std::string host;  ///< where bind() listens (the KV event topics name it)
@@ -848,12 +850,15 @@ HttpServer::HttpServer(std::vector<std::unique_ptr<ServedModel>> models, const S
   add_models(std::move(models));
 }
 
-void HttpServer::add_models(std::vector<std::unique_ptr<ServedModel>> models) {
+bool HttpServer::add_models(std::vector<std::unique_ptr<ServedModel>> models) {
+  std::lock_guard lock(impl_->lifecycle);
   if (impl_->ready.load()) throw_error("[serve] the server's models are loaded already");
+  if (impl_->draining.load()) return false;  // stopped while they loaded: they serve nothing
   impl_->models = std::move(models);
   impl_->start_engines();
   if (impl_->port >= 0) impl_->start_events();
   impl_->ready.store(true, std::memory_order_release);  // the routes see the models from here on
+  return true;
 }
 
 void HttpServer::Impl::start_engines() {
@@ -919,11 +924,21 @@ int HttpServer::bind(const std::string& host, int port) {
 }
 
 bool HttpServer::run() {
-  return impl_->svr.listen_after_bind();
+  impl_->running.store(true);
+  const bool ok = impl_->stopping.load() || impl_->svr.listen_after_bind();
+  impl_->ran.store(true);
+  return ok;
+}
+
+bool HttpServer::ready() const {
+  return impl_->ready.load();
 }
 
 bool HttpServer::drain(int seconds) {
-  impl_->draining.store(true);
+  {
+    std::lock_guard lock(impl_->lifecycle);  // add_models() either finished or will see the drain
+    impl_->draining.store(true);
+  }
   log::info("[serve] draining: {} request(s) in progress, up to {} s", impl_->in_flight.load(), seconds);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   while (impl_->in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline)
@@ -938,6 +953,10 @@ bool HttpServer::drain(int seconds) {
 
 void HttpServer::stop() {
   impl_->stopping.store(true);
+  // httplib's stop() does nothing until its listener runs: when run() has started but httplib's
+  // loop not yet, wait for it (a run() that starts later sees `stopping` and returns at once).
+  for (int i = 0; i < 5000 && impl_->running.load() && !impl_->ran.load() && !impl_->svr.is_running(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   impl_->svr.stop();
 }
 

@@ -22,8 +22,11 @@ class HttpServer {
    * probes (/health alive, /health/ready 503 "loading") and /metrics, and 503 to everything else.
    */
   explicit HttpServer(const ServerConfig& server);
-  /** The loaded models: their engines start, and the server is ready. Once. */
-  void add_models(std::vector<std::unique_ptr<ServedModel>> models);
+  /** The loaded models: their engines start, and the server is ready. Once; false (and nothing
+   *  served) when a drain began while they loaded. */
+  bool add_models(std::vector<std::unique_ptr<ServedModel>> models);
+  /** The models are loaded (and no drain came first). */
+  bool ready() const;
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -261,8 +261,11 @@ KvEventPublisher::KvEventPublisher(const ServerConfig::KvEvents& cfg, std::strin
     m.open(m.pub, endpoint, binds(endpoint), "endpoint");
     if (!cfg.replay_endpoint.empty()) {
       m.replay = zmq_socket(m.ctx, ZMQ_ROUTER);
+      // No high-water mark: a ROUTER drops what is past it without a word, and a replay of the
+      // whole buffer (buffer_steps batches and the end marker) must arrive whole.
       const int none = 0;
       zmq_setsockopt(m.replay, ZMQ_LINGER, &none, sizeof none);
+      zmq_setsockopt(m.replay, ZMQ_SNDHWM, &none, sizeof none);
       m.open(m.replay, offset_endpoint(cfg.replay_endpoint, port_offset), true, "replay_endpoint");
     }
     log::info("[serve] KV events: topic '{}' on {} ({}){}", topic_, endpoint, binds(endpoint) ? "bound" : "connected",
@@ -273,7 +276,13 @@ KvEventPublisher::KvEventPublisher(const ServerConfig::KvEvents& cfg, std::strin
     zmq_ctx_term(m.ctx);
     throw;
   }
-  m.thread = std::thread([&m] { m.run(); });
+  m.thread = std::thread([&m] {
+    try {
+      m.run();
+    } catch (const std::exception& e) {  // never the process: subscribers see the gap and replay
+      log::error("[serve] KV events: the publisher stopped: {}", e.what());
+    }
+  });
 }
 
 KvEventPublisher::~KvEventPublisher() {
