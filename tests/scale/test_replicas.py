@@ -101,8 +101,8 @@ backend kiln
 """
 
 
-def nginx_conf(tmp: str, port: int, backends: list[int]) -> str:
-    servers = "\n".join(f"        server 127.0.0.1:{p} max_fails=1 fail_timeout=30s;" for p in backends)
+def nginx_main(tmp: str, http: str) -> str:
+    """A whole nginx.conf around `http` (the http block's contents) with every path under `tmp`."""
     return f"""worker_processes 1;
 error_log {tmp}/nginx-error.log info;
 events {{ worker_connections 256; }}
@@ -113,7 +113,14 @@ http {{
     fastcgi_temp_path {tmp}/nginx-fastcgi;
     uwsgi_temp_path {tmp}/nginx-uwsgi;
     scgi_temp_path {tmp}/nginx-scgi;
-    upstream kiln {{
+{http}
+}}
+"""
+
+
+def nginx_conf(tmp: str, port: int, backends: list[int]) -> str:
+    servers = "\n".join(f"        server 127.0.0.1:{p} max_fails=1 fail_timeout=30s;" for p in backends)
+    return nginx_main(tmp, f"""    upstream kiln {{
         hash $http_x_session_id consistent;
 {servers}
     }}
@@ -130,9 +137,7 @@ http {{
             proxy_connect_timeout 2s;
             proxy_read_timeout 60s;
         }}
-    }}
-}}
-"""
+    }}""")
 
 
 def from_deploy(kind: str, repo: str, tmp: str, port: int, backends: list[int]) -> str | None:
@@ -169,19 +174,7 @@ def from_deploy(kind: str, repo: str, tmp: str, port: int, backends: list[int]) 
     for ln in servers[1:]:
         text = text.replace(ln + "\n", "")
     text = text.replace("listen 8080;", f"listen 127.0.0.1:{port};")
-    return f"""worker_processes 1;
-error_log {tmp}/nginx-error.log info;
-events {{ worker_connections 256; }}
-http {{
-    access_log {tmp}/nginx-access.log;
-    client_body_temp_path {tmp}/nginx-body;
-    proxy_temp_path {tmp}/nginx-proxy;
-    fastcgi_temp_path {tmp}/nginx-fastcgi;
-    uwsgi_temp_path {tmp}/nginx-uwsgi;
-    scgi_temp_path {tmp}/nginx-scgi;
-{text}
-}}
-"""
+    return nginx_main(tmp, text)
 
 
 def start_proxy(kind: str, repo: str, tmp: str, backends: list[int]) -> tuple[harness.Proc, str, str]:
