@@ -54,6 +54,41 @@ std::string email_regex() {
   return "(?:" + dot_atom + "|" + quoted + ")@(?:" + domain + "|" + literal + ")";
 }
 
+// RFC 3986, appendix A. A JSON string holds no '"' or '\\', and no URI character needs escaping.
+const std::string kPct = "%[0-9A-Fa-f]{2}";
+const std::string kPchar = "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|" + kPct + ")";
+const std::string kSegment = kPchar + "*";
+const std::string kQuery = "(?:[A-Za-z0-9._~!$&'()*+,;=:@/?-]|" + kPct + ")*";
+
+std::string authority_regex() {
+  const std::string userinfo = "(?:[A-Za-z0-9._~!$&'()*+,;=:-]|" + kPct + ")*";
+  const std::string reg_name = "(?:[A-Za-z0-9._~!$&'()*+,;=-]|" + kPct + ")*";  // IPv4 addresses included
+  const std::string ip_literal = "\\[(?:" + ipv6_regex() + "|v" + kHex + "+\\.[A-Za-z0-9._~!$&'()*+,;=:-]+)\\]";
+  return "(?:" + userinfo + "@)?(?:" + ip_literal + "|" + reg_name + ")(?::[0-9]*)?";
+}
+
+/** `relative`: a URI reference (RFC 3986 URI-reference), else an absolute URI with a scheme. */
+std::string uri_regex(bool relative) {
+  const std::string abempty = "(?:/" + kSegment + ")*";
+  const std::string absolute = "/(?:" + kPchar + "+" + abempty + ")?";
+  const std::string rootless = kPchar + "+" + abempty;
+  const std::string noscheme = "(?:[A-Za-z0-9._~!$&'()*+,;=@-]|" + kPct + ")+" + abempty;  // no ':' before a '/'
+  const std::string tail = "(?:\\?" + kQuery + ")?(?:#" + kQuery + ")?";
+  const std::string absolute_uri =
+      "[A-Za-z][A-Za-z0-9+.-]*:(?://" + authority_regex() + abempty + "|" + absolute + "|" + rootless + ")?" + tail;
+  if (!relative) return absolute_uri;
+  return "(?:" + absolute_uri + "|(?://" + authority_regex() + abempty + "|" + absolute + "|" + noscheme + ")?" + tail +
+         ")";
+}
+
+// RFC 3339 appendix A: units in order, each run unbroken (Y M D, then T H M S), or weeks alone.
+std::string duration_regex() {
+  const std::string n = "[0-9]+";
+  const std::string time = "T(?:" + n + "H(?:" + n + "M(?:" + n + "S)?)?|" + n + "M(?:" + n + "S)?|" + n + "S)";
+  const std::string date = "(?:" + n + "D|" + n + "M(?:" + n + "D)?|" + n + "Y(?:" + n + "M(?:" + n + "D)?)?)";
+  return "P(?:" + date + "(?:" + time + ")?|" + time + "|" + n + "W)";
+}
+
 Element regex(Grammar& g, const std::string& re, std::string_view name) {
   return compile_regex(g, re, RegexOptions{.json_string = true, .search = false}, name);
 }
@@ -132,8 +167,11 @@ Element format_content(Grammar& g, std::string_view format, std::string_view whe
   if (format == "ipv4") return regex(g, kIpv4, "ipv4");
   if (format == "ipv6") return regex(g, ipv6_regex(), "ipv6");
   if (format == "email") return regex(g, email_regex(), "email");
-  throw GrammarError(fmt::format("format '{}' is not supported (supported: date-time, date, time, uuid, email, ipv4, "
-                                 "ipv6); remove it or use a pattern",
+  if (format == "uri") return regex(g, uri_regex(false), "uri");
+  if (format == "uri-reference") return regex(g, uri_regex(true), "uri-reference");
+  if (format == "duration") return regex(g, duration_regex(), "duration");
+  throw GrammarError(fmt::format("format '{}' is not supported (supported: date-time, date, time, duration, uuid, "
+                                 "email, ipv4, ipv6, uri, uri-reference); remove it or use a pattern",
                                  format),
                      std::string(where));
 }

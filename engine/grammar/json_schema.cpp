@@ -63,6 +63,7 @@ const std::set<std::string, std::less<>> kHandled = {"type",
                                                      "additionalProperties",
                                                      "items",
                                                      "prefixItems",
+                                                     "additionalItems",
                                                      "minItems",
                                                      "maxItems",
                                                      "anyOf",
@@ -100,7 +101,6 @@ const std::set<std::string, std::less<>> kUnsupported = {"not",
                                                          "maxProperties",
                                                          "unevaluatedProperties",
                                                          "unevaluatedItems",
-                                                         "additionalItems",
                                                          "contains",
                                                          "minContains",
                                                          "maxContains",
@@ -504,8 +504,17 @@ void Compiler::merge_one(Merged& m, const std::string& p, const Json& n) const {
   }
   if (auto it = n.find("prefixItems"); it != n.end() && !it->is_array())
     throw GrammarError("prefixItems must be an array of schemas", where(child(p, "prefixItems")));
-  if (auto it = n.find("items"); it != n.end() && !it->is_object() && !it->is_boolean())
-    throw GrammarError("items must be a schema (draft 2020-12: use prefixItems for tuples)", where(child(p, "items")));
+  // items: a schema for every item (after prefixItems), or, as drafts 4 to 2019-09 write tuples, an
+  // array of schemas by position with additionalItems for the rest.
+  if (auto it = n.find("items"); it != n.end() && !it->is_object() && !it->is_boolean() && !it->is_array())
+    throw GrammarError("items must be a schema, or an array of schemas (a tuple)", where(child(p, "items")));
+  if (n.contains("prefixItems") && n.contains("items") && n["items"].is_array())
+    throw GrammarError(
+        "items as an array (a tuple of drafts 4 to 2019-09) beside prefixItems (2020-12's tuple): "
+        "use one of them",
+        where(child(p, "items")));
+  if (auto it = n.find("additionalItems"); it != n.end() && !it->is_object() && !it->is_boolean())
+    throw GrammarError("additionalItems must be a schema", where(child(p, "additionalItems")));
 }
 
 // Two context-free languages cannot be intersected in general, so string keywords that each
@@ -560,10 +569,28 @@ std::optional<Conj> Compiler::additional_conj(const PtrSet& flat, const Merged& 
   return c;
 }
 
+namespace {
+
+/** A schema's tuple keyword: 2020-12's prefixItems, or items as an array (drafts 4 to 2019-09). */
+const char* tuple_keyword(const Json& n) {
+  if (n.contains("prefixItems")) return "prefixItems";
+  if (n.contains("items") && n["items"].is_array()) return "items";
+  return nullptr;
+}
+
+/** The keyword for the items after the tuple: additionalItems after an items array, else items. */
+const char* rest_keyword(const Json& n) {
+  const char* tuple = tuple_keyword(n);
+  const char* rest = tuple && std::string_view(tuple) == "items" ? "additionalItems" : "items";
+  return n.contains(rest) ? rest : nullptr;
+}
+
+}  // namespace
+
 size_t Compiler::prefix_count(const PtrSet& flat) const {
   size_t n = 0;
   for (const std::string& p : flat)
-    if (at(p).is_object() && at(p).contains("prefixItems")) n = std::max(n, at(p)["prefixItems"].size());
+    if (const char* t = at(p).is_object() ? tuple_keyword(at(p)) : nullptr) n = std::max(n, at(p)[t].size());
   return n;
 }
 
@@ -572,11 +599,11 @@ Conj Compiler::item_conj(const PtrSet& flat, size_t index) const {
   for (const std::string& p : flat) {
     const Json& n = at(p);
     if (!n.is_object()) continue;
-    const size_t np = n.contains("prefixItems") ? n["prefixItems"].size() : 0;
-    if (index < np)
-      out.insert(child(p, "prefixItems", index));
-    else if (n.contains("items"))
-      out.insert(child(p, "items"));
+    const char* tuple = tuple_keyword(n);
+    if (tuple && index < n[tuple].size())
+      out.insert(child(p, tuple, index));
+    else if (const char* rest = rest_keyword(n))
+      out.insert(child(p, rest));
   }
   return Conj(out.begin(), out.end());
 }

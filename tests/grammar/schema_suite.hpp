@@ -36,8 +36,9 @@ inline const std::map<std::string, std::string> kSkipped = {
     {"format.json", "format is only an annotation in this file; the engine asserts formats (optional/format/*.json)"},
     {"vocabulary.json", "needs a custom metaschema that disables vocabularies"},
 };
-inline const std::vector<std::string> kFormatFiles = {"date-time.json", "date.json", "time.json", "uuid.json",
-                                                      "email.json",     "ipv4.json", "ipv6.json"};
+inline const std::vector<std::string> kFormatFiles = {
+    "date-time.json", "date.json", "time.json", "duration.json", "uuid.json",
+    "email.json",     "ipv4.json", "ipv6.json", "uri.json",      "uri-reference.json"};
 
 constexpr size_t kMaxOrders = 5000;
 

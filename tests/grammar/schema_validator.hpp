@@ -184,6 +184,104 @@ class SchemaValidator {
     }
   }
 
+  // RFC 3986, read by hand (not from the grammar's regular expressions): characters of a class,
+  // or a %-escape of two hex digits.
+  static bool uri_chars(std::string_view s, std::string_view extra) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      const char c = s[i];
+      if (c == '%') {
+        if (i + 2 >= s.size() || !is_hex(s[i + 1]) || !is_hex(s[i + 2])) return false;
+        i += 2;
+      } else if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   std::string_view("-._~!$&'()*+,;=").find(c) != std::string_view::npos ||
+                   extra.find(c) != std::string_view::npos)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  static bool valid_authority(std::string_view a) {
+    if (const size_t at = a.find('@'); at != std::string_view::npos) {
+      if (!uri_chars(a.substr(0, at), ":")) return false;
+      a = a.substr(at + 1);
+    }
+    if (!a.empty() && a[0] == '[') {
+      const size_t close = a.find(']');
+      if (close == std::string_view::npos) return false;
+      const std::string_view lit = a.substr(1, close - 1);
+      const bool future = lit.size() > 1 && (lit[0] == 'v' || lit[0] == 'V') && lit.find('.') != std::string_view::npos;
+      if (future) {
+        const size_t dot = lit.find('.');
+        for (char c : lit.substr(1, dot - 1))
+          if (!is_hex(c)) return false;
+        if (dot == 1 || dot + 1 == lit.size() || !uri_chars(lit.substr(dot + 1), ":") ||
+            lit.substr(dot + 1).find('%') != std::string_view::npos)
+          return false;
+      } else if (!valid_ipv6(lit)) {
+        return false;
+      }
+      a = a.substr(close + 1);
+    } else {
+      const size_t colon = a.find(':');
+      if (!uri_chars(a.substr(0, colon), "")) return false;
+      a = colon == std::string_view::npos ? std::string_view() : a.substr(colon);
+    }
+    if (a.empty()) return true;
+    return a[0] == ':' && (a.size() == 1 || is_digits(a.substr(1)));
+  }
+  /** An absolute URI, or with `relative` any URI reference. */
+  static bool valid_uri(std::string_view s, bool relative) {
+    const size_t hash = s.find('#');
+    if (hash != std::string_view::npos && !uri_chars(s.substr(hash + 1), ":@/?")) return false;
+    s = s.substr(0, hash);
+    const size_t q = s.find('?');
+    if (q != std::string_view::npos && !uri_chars(s.substr(q + 1), ":@/?")) return false;
+    s = s.substr(0, q);
+    // A scheme: a letter, then letters, digits, '+', '-', '.', up to the first ':' before any '/'.
+    const size_t colon = s.find(':'), slash = s.find('/');
+    bool scheme = colon != std::string_view::npos && (slash == std::string_view::npos || colon < slash) && colon > 0 &&
+                  std::isalpha(static_cast<unsigned char>(s[0]));
+    for (size_t i = 1; scheme && i < colon; ++i)
+      scheme = std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '+' || s[i] == '-' || s[i] == '.';
+    if (!scheme && !relative) return false;
+    if (scheme) {
+      s = s.substr(colon + 1);
+    } else if (colon != std::string_view::npos && (slash == std::string_view::npos || colon < slash)) {
+      return false;  // a relative path's first segment has no ':'
+    }
+    if (s.substr(0, 2) == "//") {
+      const size_t end = s.find('/', 2);
+      if (!valid_authority(s.substr(2, end == std::string_view::npos ? std::string_view::npos : end - 2))) return false;
+      return end == std::string_view::npos || uri_chars(s.substr(end), ":@/");
+    }
+    return uri_chars(s, ":@/");
+  }
+  static bool valid_duration(std::string_view s) {
+    if (s.size() < 2 || s[0] != 'P') return false;
+    const size_t t = s.find('T');
+    const std::string_view date = s.substr(1, t == std::string_view::npos ? std::string_view::npos : t - 1);
+    const std::string_view time = t == std::string_view::npos ? std::string_view() : s.substr(t + 1);
+    if (t != std::string_view::npos && time.empty()) return false;
+    // Each part: numbers with units, the units an unbroken run of `order`.
+    const auto run = [&](std::string_view part, std::string_view order) {
+      size_t next = std::string_view::npos;  // where in `order` the previous unit was
+      for (size_t i = 0; i < part.size();) {
+        size_t j = i;
+        while (j < part.size() && part[j] >= '0' && part[j] <= '9') ++j;
+        if (j == i || j == part.size()) return false;
+        const size_t u = order.find(part[j]);
+        if (u == std::string_view::npos || (next != std::string_view::npos && u != next + 1)) return false;
+        next = u;
+        i = j + 1;
+      }
+      return true;
+    };
+    if (date.size() >= 2 && date.back() == 'W')
+      return t == std::string_view::npos && is_digits(date.substr(0, date.size() - 1));
+    if (date.empty() && time.empty()) return false;
+    return run(date, "YMD") && run(time, "HMS");
+  }
+
   // RFC 5321 Mailbox: dot-atom or quoted-string local part; a hostname or an address literal.
   static bool valid_email(std::string_view s) {
     size_t at;
@@ -347,7 +445,8 @@ class SchemaValidator {
           throw Unsupported("pattern '" + p + "'");
         }
       } else if (k == "format") {
-        static const std::set<std::string> kFormats = {"date-time", "date", "time", "uuid", "email", "ipv4", "ipv6"};
+        static const std::set<std::string> kFormats = {"date-time", "date", "time", "duration", "uuid",
+                                                       "email",     "ipv4", "ipv6", "uri",      "uri-reference"};
         if (!kFormats.count(v.get<std::string>())) throw Unsupported("format '" + v.get<std::string>() + "'");
       } else {
         throw Unsupported("keyword '" + k + "'");
@@ -471,13 +570,16 @@ class SchemaValidator {
         need(std::regex_search(widen(str), regexes_.at(p->get<std::string>())), "pattern " + p->get<std::string>());
       if (auto f = s.find("format"); f != s.end()) {
         const std::string& fmt = f->get_ref<const std::string&>();
-        const bool good = fmt == "date-time" ? valid_date_time(str)
-                          : fmt == "date"    ? valid_date(str)
-                          : fmt == "time"    ? valid_time(str)
-                          : fmt == "uuid"    ? valid_uuid(str)
-                          : fmt == "email"   ? valid_email(str)
-                          : fmt == "ipv4"    ? valid_ipv4(str)
-                                             : valid_ipv6(str);
+        const bool good = fmt == "date-time"       ? valid_date_time(str)
+                          : fmt == "date"          ? valid_date(str)
+                          : fmt == "time"          ? valid_time(str)
+                          : fmt == "uuid"          ? valid_uuid(str)
+                          : fmt == "email"         ? valid_email(str)
+                          : fmt == "ipv4"          ? valid_ipv4(str)
+                          : fmt == "uri"           ? valid_uri(str, false)
+                          : fmt == "uri-reference" ? valid_uri(str, true)
+                          : fmt == "duration"      ? valid_duration(str)
+                                                   : valid_ipv6(str);
         need(good, "format " + fmt);
       }
     }

@@ -294,6 +294,43 @@ TEST(JsonSchemaArrays, PrefixItemsAndCounts) {
     EXPECT_FALSE(accepts(g, t)) << t;
 }
 
+// Drafts 4 to 2019-09 write tuples as items: [schemas], with additionalItems for the rest (ignored
+// beside a schema-valued items, as those drafts say); 2020-12 has prefixItems and items.
+TEST(JsonSchemaArrays, OlderDraftsTuplesAndAdditionalItems) {
+  const Grammar closed = schema_to_grammar(
+      R"({"type":"array","items":[{"type":"integer"},{"type":"string"}],"additionalItems":false})", loose(0));
+  for (const char* t : {"[]", "[1]", R"([1,"a"])"}) EXPECT_TRUE(accepts(closed, t)) << t;
+  for (const char* t : {R"([1,"a",2])", R"(["a"])", R"([1,2])"}) EXPECT_FALSE(accepts(closed, t)) << t;
+  const Grammar rest =
+      schema_to_grammar(R"({"items":[{"type":"integer"}],"additionalItems":{"type":"boolean"}})", loose(0));
+  EXPECT_TRUE(accepts(rest, "[1,true,false]"));
+  EXPECT_FALSE(accepts(rest, "[1,2]"));
+  const Grammar open = schema_to_grammar(R"({"items":[{"type":"integer"}]})", loose(0));
+  EXPECT_TRUE(accepts(open, R"([1,"x",null])"));
+  EXPECT_FALSE(accepts(open, R"(["x"])"));
+  const Grammar ignored = schema_to_grammar(R"({"items":{"type":"integer"},"additionalItems":false})", loose(0));
+  EXPECT_TRUE(accepts(ignored, "[1,2,3]"));
+  EXPECT_THROW(schema_to_grammar(R"({"prefixItems":[{}],"items":[{}]})"), GrammarError);
+  EXPECT_THROW(schema_to_grammar(R"({"items":[{}],"additionalItems":3})"), GrammarError);
+}
+
+TEST(JsonSchemaStrings, UriUriReferenceAndDurationFormats) {
+  const Grammar uri = schema_to_grammar(R"({"type":"string","format":"uri"})", loose(0));
+  for (const char* t : {R"("https://user:pw@example.com:8080/a/b%20c?q=1&r=x/y?#top")", R"("urn:isbn:0451450523")",
+                        R"("http://[2001:db8::1]/")", R"("mailto:a@b.c")"})
+    EXPECT_TRUE(accepts(uri, t)) << t;
+  for (const char* t : {R"("/relative")", R"("no scheme")", R"("http://a b")", R"("http://x/%zz")", R"("1a:b")"})
+    EXPECT_FALSE(accepts(uri, t)) << t;
+  const Grammar ref = schema_to_grammar(R"({"type":"string","format":"uri-reference"})", loose(0));
+  for (const char* t : {R"("../a/b?c#d")", R"("")", R"("//host/p")", R"("#f")"}) EXPECT_TRUE(accepts(ref, t)) << t;
+  for (const char* t : {R"("a:b:c d")", R"("1:b")"}) EXPECT_FALSE(accepts(ref, t)) << t;
+  const Grammar dur = schema_to_grammar(R"({"type":"string","format":"duration"})", loose(0));
+  for (const char* t : {R"("P1Y2M3DT4H5M6S")", R"("PT36H")", R"("P2W")", R"("P1M2D")"})
+    EXPECT_TRUE(accepts(dur, t)) << t;
+  for (const char* t : {R"("P")", R"("P1Y2D")", R"("PT1H2S")", R"("P1WT1H")", R"("PT0.5S")"})
+    EXPECT_FALSE(accepts(dur, t)) << t;
+}
+
 TEST(JsonSchemaErrors, NameKeywordAndPlace) {
   try {
     schema_to_grammar(R"({"properties":{"a":{"multipleOf":2}}})");
@@ -335,9 +372,9 @@ TEST(JsonSchemaErrors, AnnotationsAndUnknownKeywordsAreIgnoredValidationKeywords
     EXPECT_EQ(accepts(h, t), accepts(g, t)) << t;
   EXPECT_TRUE(accepts(h, R"({"a":1})"));
   // A validation keyword kiln does not implement is never ignored, wherever it stands.
-  for (const char* k : {"not", "if", "uniqueItems", "patternProperties", "dependencies", "dependentRequired",
-                        "minProperties", "maxProperties", "contains", "additionalItems", "propertyNames",
-                        "unevaluatedProperties", "multipleOf", "$dynamicRef"}) {
+  for (const char* k :
+       {"not", "if", "uniqueItems", "patternProperties", "dependencies", "dependentRequired", "minProperties",
+        "maxProperties", "contains", "propertyNames", "unevaluatedProperties", "multipleOf", "$dynamicRef"}) {
     const std::string schema = fmt::format(R"({{"properties":{{"a":{{"{}":{{}}}}}}}})", k);
     try {
       schema_to_grammar(schema);

@@ -32,8 +32,8 @@ TEST(SchemaValidator, AgreesWithTestSuite) {
     if (entry.path().extension() == ".json" && name != "format.json" && name != "vocabulary.json")
       files.emplace_back(entry.path(), name);
   }
-  for (const char* f :
-       {"date-time.json", "date.json", "time.json", "uuid.json", "email.json", "ipv4.json", "ipv6.json"})
+  for (const char* f : {"date-time.json", "date.json", "time.json", "duration.json", "uuid.json", "email.json",
+                        "ipv4.json", "ipv6.json", "uri.json", "uri-reference.json"})
     files.emplace_back(kSuite / "optional" / "format" / f, std::string("optional/format/") + f);
   std::sort(files.begin(), files.end());
 
@@ -94,7 +94,10 @@ TEST(SchemaValidator, AgreesWithTestSuite) {
                         "boolean_schema.json",
                         "optional/format/date-time.json",
                         "optional/format/email.json",
-                        "optional/format/ipv6.json"})
+                        "optional/format/ipv6.json",
+                        "optional/format/uri.json",
+                        "optional/format/uri-reference.json",
+                        "optional/format/duration.json"})
     EXPECT_GT(checked_by_file[f], 0) << f;
   EXPECT_GT(instances, 700);
 }
