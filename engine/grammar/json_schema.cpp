@@ -64,6 +64,8 @@ const std::set<std::string, std::less<>> kHandled = {"type",
                                                      "items",
                                                      "prefixItems",
                                                      "additionalItems",
+                                                     "minProperties",
+                                                     "maxProperties",
                                                      "minItems",
                                                      "maxItems",
                                                      "anyOf",
@@ -97,8 +99,6 @@ const std::set<std::string, std::less<>> kUnsupported = {"not",
                                                          "multipleOf",
                                                          "patternProperties",
                                                          "propertyNames",
-                                                         "minProperties",
-                                                         "maxProperties",
                                                          "unevaluatedProperties",
                                                          "unevaluatedItems",
                                                          "contains",
@@ -223,6 +223,8 @@ struct Merged {
   std::vector<std::string> keys;  // properties (first appearance), then required-only keys
   std::set<std::string> required;
   bool has_properties = false;
+  int64_t min_props = 0, max_props = -1;
+  std::string min_props_where, max_props_where;
   int64_t min_items = 0, max_items = -1;
 };
 
@@ -496,6 +498,20 @@ void Compiler::merge_one(Merged& m, const std::string& p, const Json& n) const {
     m.has_properties = true;
     for (const Json& k : *it) m.required.insert(k.get<std::string>());
   }
+  if (n.contains("minProperties")) {
+    const int64_t v = count_keyword(n, "minProperties", where(child(p, "minProperties")));
+    if (v > m.min_props) {
+      m.min_props = v;
+      m.min_props_where = where(child(p, "minProperties"));
+    }
+  }
+  if (n.contains("maxProperties")) {
+    const int64_t v = count_keyword(n, "maxProperties", where(child(p, "maxProperties")));
+    if (m.max_props < 0 || v < m.max_props) {
+      m.max_props = v;
+      m.max_props_where = where(child(p, "maxProperties"));
+    }
+  }
   if (n.contains("minItems"))
     m.min_items = std::max(m.min_items, count_keyword(n, "minItems", where(child(p, "minItems"))));
   if (n.contains("maxItems")) {
@@ -655,6 +671,8 @@ bool Compiler::valid_string(const std::string& s, const Merged& m) const {
 }
 
 bool Compiler::valid_object(const Json& v, const PtrSet& flat, const Merged& m) const {
+  const auto n = static_cast<int64_t>(v.size());
+  if (n < m.min_props || (m.max_props >= 0 && n > m.max_props)) return false;
   for (const std::string& r : m.required)
     if (!v.contains(r)) return false;
   const std::optional<Conj> extra = additional_conj(flat, m);
@@ -886,10 +904,33 @@ std::optional<Element> Compiler::object_alt(const PtrSet& flat, const Merged& m)
     next = {g_.add("props-next", std::move(next_alts))};
     first = Sequence{g_.add("props-first", std::move(first_alts))};
   }
+  // Member counts: exact where the shape above already decides them (a bound every object it
+  // allows meets, at least one member, none at all); a count a grammar would have to keep is refused.
+  const auto required =
+      static_cast<int64_t>(std::count_if(props.begin(), props.end(), [](const Prop& p) { return p.required; }));
+  if (m.max_props >= 0 && required > m.max_props) return std::nullopt;  // more required than allowed
+  if (!add_item && static_cast<int64_t>(props.size()) < m.min_props) return std::nullopt;
+  bool empty_ok = required == 0, members_ok = first.has_value();
+  if (m.min_props > required) {
+    if (m.min_props > 1)
+      throw GrammarError(fmt::format("minProperties {} beyond the object's {} required properties is not supported; "
+                                     "require the properties instead",
+                                     m.min_props, required),
+                         m.min_props_where);
+    empty_ok = false;  // at least one member: what `first` gives
+  }
+  if (m.max_props >= 0 && (add_item || static_cast<int64_t>(props.size()) > m.max_props)) {
+    if (m.max_props > 0)
+      throw GrammarError(
+          fmt::format("maxProperties {} is not supported where more properties can appear ({} declared{}); "
+                      "declare at most that many and set additionalProperties to false",
+                      m.max_props, props.size(), add_item ? ", and others" : ""),
+          m.max_props_where);
+    members_ok = false;  // maxProperties 0: the empty object only
+  }
   std::vector<Sequence> alts;
-  const bool all_optional = std::none_of(props.begin(), props.end(), [](const Prop& p) { return p.required; });
-  if (all_optional) alts.push_back(cat(cat({g_.byte('{')}, ws()), {g_.byte('}')}));
-  if (first) alts.push_back(cat(cat(cat(cat({g_.byte('{')}, ws()), *first), ws()), {g_.byte('}')}));
+  if (empty_ok) alts.push_back(cat(cat({g_.byte('{')}, ws()), {g_.byte('}')}));
+  if (members_ok) alts.push_back(cat(cat(cat(cat({g_.byte('{')}, ws()), *first), ws()), {g_.byte('}')}));
   if (alts.empty()) return std::nullopt;
   return g_.add("object", std::move(alts));
 }

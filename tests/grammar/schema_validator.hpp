@@ -419,8 +419,8 @@ class SchemaValidator {
     if (s.is_boolean()) return;
     if (!s.is_object()) throw Unsupported("schema is not an object or boolean");
     static const std::set<std::string> kLeaf = {
-        "type",      "enum",      "const",   "required", "minItems",         "maxItems",
-        "minLength", "maxLength", "minimum", "maximum",  "exclusiveMinimum", "exclusiveMaximum"};
+        "type",      "enum",    "const",   "required",         "minItems",         "maxItems",      "minLength",
+        "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minProperties", "maxProperties"};
     static const std::set<std::string> kAnnotations = {"$schema",  "$comment",   "title",    "description", "default",
                                                        "examples", "deprecated", "readOnly", "writeOnly"};
     for (auto it = s.begin(); it != s.end(); ++it) {
@@ -597,6 +597,8 @@ class SchemaValidator {
           need(check(*it, v[i], depth + 1, why, path + "/" + std::to_string(i)), "items");
     }
     if (v.is_object()) {
+      if (auto b = s.find("minProperties"); b != s.end()) need(v.size() >= b->get<double>(), "minProperties");
+      if (auto b = s.find("maxProperties"); b != s.end()) need(v.size() <= b->get<double>(), "maxProperties");
       if (auto r = s.find("required"); r != s.end())
         for (const Json& k : *r) need(v.contains(k.get<std::string>()), "required " + k.dump());
       const auto props = s.find("properties");

@@ -314,6 +314,34 @@ TEST(JsonSchemaArrays, OlderDraftsTuplesAndAdditionalItems) {
   EXPECT_THROW(schema_to_grammar(R"({"items":[{}],"additionalItems":3})"), GrammarError);
 }
 
+// Member counts where the object's shape decides them; others are refused, naming the keyword.
+TEST(JsonSchemaObjects, MinAndMaxPropertiesWhereTheShapeDecides) {
+  const Grammar one =
+      schema_to_grammar(R"({"type":"object","properties":{"a":{},"b":{}},"minProperties":1})", loose(0));
+  EXPECT_FALSE(accepts(one, "{}"));
+  for (const char* t : {R"({"a":1})", R"({"b":1})", R"({"a":1,"b":2})", R"({"c":1})"})
+    EXPECT_TRUE(accepts(one, t)) << t;
+  const Grammar none = schema_to_grammar(R"({"type":"object","maxProperties":0})", loose(0));
+  EXPECT_TRUE(accepts(none, "{}"));
+  EXPECT_FALSE(accepts(none, R"({"a":1})"));
+  const Grammar closed = schema_to_grammar(
+      R"({"properties":{"a":{},"b":{}},"additionalProperties":false,"maxProperties":2,"minProperties":1,"required":["a"]})",
+      loose(0));
+  EXPECT_TRUE(accepts(closed, R"({"a":1,"b":2})"));
+  EXPECT_FALSE(accepts(closed, R"({"b":2})"));
+  for (const char* schema : {R"({"type":"object","minProperties":2})", R"({"type":"object","maxProperties":3})"}) {
+    try {
+      schema_to_grammar(schema);
+      ADD_FAILURE() << schema;
+    } catch (const GrammarError& e) {
+      EXPECT_NE(std::string(e.what()).find("Properties"), std::string::npos) << e.what();
+      EXPECT_TRUE(e.where() == "/minProperties" || e.where() == "/maxProperties") << e.where();
+    }
+  }
+  // No object of the type at all: the counts never matter.
+  EXPECT_NO_THROW(schema_to_grammar(R"({"type":"string","minProperties":5})"));
+}
+
 TEST(JsonSchemaStrings, UriUriReferenceAndDurationFormats) {
   const Grammar uri = schema_to_grammar(R"({"type":"string","format":"uri"})", loose(0));
   for (const char* t : {R"("https://user:pw@example.com:8080/a/b%20c?q=1&r=x/y?#top")", R"("urn:isbn:0451450523")",
