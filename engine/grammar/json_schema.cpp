@@ -66,6 +66,7 @@ const std::set<std::string, std::less<>> kHandled = {"type",
                                                      "additionalItems",
                                                      "minProperties",
                                                      "maxProperties",
+                                                     "patternProperties",
                                                      "minItems",
                                                      "maxItems",
                                                      "anyOf",
@@ -97,7 +98,6 @@ const std::set<std::string, std::less<>> kUnsupported = {"not",
                                                          "$dynamicRef",
                                                          "$recursiveRef",
                                                          "multipleOf",
-                                                         "patternProperties",
                                                          "propertyNames",
                                                          "unevaluatedProperties",
                                                          "unevaluatedItems",
@@ -260,6 +260,11 @@ class Compiler {
   void check_string_keywords(const Merged& m) const;
   bool is_false(const Conj& conj) const;
   Conj key_conj(const PtrSet& flat, const std::string& key) const;
+  /** Whether the JSON Schema pattern (ECMA-262, unanchored) matches `key`. */
+  bool key_matches(const std::string& pattern, const std::string& key) const;
+  /** The value schemas of a key no `properties` declares: matching patternProperties, else
+   *  additionalProperties, per schema of `flat`; nullopt when some schema allows no such key. */
+  std::optional<Conj> undeclared_conj(const PtrSet& flat, const Merged& m, const std::string& key) const;
   std::optional<Conj> additional_conj(const PtrSet& flat, const Merged& m) const;
   size_t prefix_count(const PtrSet& flat) const;
   Conj item_conj(const PtrSet& flat, size_t index) const;
@@ -492,6 +497,19 @@ void Compiler::merge_one(Merged& m, const std::string& p, const Json& n) const {
     for (auto& [k, v] : it->items())
       if (std::find(m.keys.begin(), m.keys.end(), k) == m.keys.end()) m.keys.push_back(k);
   }
+  if (auto it = n.find("patternProperties"); it != n.end()) {
+    if (!it->is_object())
+      throw GrammarError("patternProperties must be an object", where(child(p, "patternProperties")));
+    m.has_properties = true;
+    for (auto& [pattern, schema] : it->items()) {
+      Grammar tmp;  // refused here, where the pattern stands, rather than at first use
+      try {
+        compile_regex(tmp, pattern, RegexOptions{.json_string = true, .search = true});
+      } catch (const GrammarError& e) {
+        throw GrammarError(e.what(), where(child(child(p, "patternProperties"), pattern)));
+      }
+    }
+  }
   if (auto it = n.find("required"); it != n.end()) {
     if (!it->is_array() || !std::all_of(it->begin(), it->end(), [](const Json& k) { return k.is_string(); }))
       throw GrammarError("required must be an array of strings", where(child(p, "required")));
@@ -561,16 +579,55 @@ bool Compiler::is_false(const Conj& conj) const {
                      [&](const std::string& p) { return at(p).is_boolean() && !at(p).get<bool>(); });
 }
 
+// A member's value meets, in each schema of the conjunction, its `properties` entry and every
+// patternProperties entry whose pattern matches the key; additionalProperties only when neither does.
 Conj Compiler::key_conj(const PtrSet& flat, const std::string& key) const {
   PtrSet out;
   for (const std::string& p : flat) {
     const Json& n = at(p);
     if (!n.is_object()) continue;
     auto props = n.find("properties");
-    if (props != n.end() && props->contains(key))
-      out.insert(child(child(p, "properties"), key));
-    else if (n.contains("additionalProperties"))
-      out.insert(child(p, "additionalProperties"));
+    bool covered = props != n.end() && props->contains(key);
+    if (covered) out.insert(child(child(p, "properties"), key));
+    if (auto pp = n.find("patternProperties"); pp != n.end())
+      for (auto& [pattern, schema] : pp->items())
+        if (key_matches(pattern, key)) {
+          out.insert(child(child(p, "patternProperties"), pattern));
+          covered = true;
+        }
+    if (!covered && n.contains("additionalProperties")) out.insert(child(p, "additionalProperties"));
+  }
+  return Conj(out.begin(), out.end());
+}
+
+bool Compiler::key_matches(const std::string& pattern, const std::string& key) const {
+  Grammar tmp;
+  const Element content = compile_regex(tmp, pattern, RegexOptions{.json_string = true, .search = true});
+  tmp.root = tmp.add("key", {{tmp.byte('"'), content, tmp.byte('"')}}).index;
+  return Recognizer(tmp).accepts(Json(key).dump());
+}
+
+std::optional<Conj> Compiler::undeclared_conj(const PtrSet& flat, const Merged& m, const std::string& key) const {
+  bool matched = false;
+  PtrSet out;
+  for (const std::string& p : flat) {
+    const Json& n = at(p);
+    if (!n.is_object()) continue;
+    if (auto pp = n.find("patternProperties"); pp != n.end())
+      for (auto& [pattern, schema] : pp->items())
+        if (key_matches(pattern, key)) {
+          out.insert(child(child(p, "patternProperties"), pattern));
+          matched = true;
+        }
+  }
+  if (!matched) return additional_conj(flat, m);
+  for (const std::string& p : flat) {  // a schema whose patterns miss the key: its additionalProperties
+    const Json& n = at(p);
+    if (!n.is_object() || !n.contains("additionalProperties")) continue;
+    bool mine = false;
+    if (auto pp = n.find("patternProperties"); pp != n.end())
+      for (auto& [pattern, schema] : pp->items()) mine = mine || key_matches(pattern, key);
+    if (!mine) out.insert(child(p, "additionalProperties"));
   }
   return Conj(out.begin(), out.end());
 }
@@ -675,11 +732,10 @@ bool Compiler::valid_object(const Json& v, const PtrSet& flat, const Merged& m) 
   if (n < m.min_props || (m.max_props >= 0 && n > m.max_props)) return false;
   for (const std::string& r : m.required)
     if (!v.contains(r)) return false;
-  const std::optional<Conj> extra = additional_conj(flat, m);
   for (auto& [k, e] : v.items()) {
     const bool declared = std::find(m.keys.begin(), m.keys.end(), k) != m.keys.end();
-    if (!declared && !extra) return false;
-    if (!valid(e, declared ? key_conj(flat, k) : *extra)) return false;
+    const std::optional<Conj> c = declared ? std::optional<Conj>(key_conj(flat, k)) : undeclared_conj(flat, m, k);
+    if (!c || !valid(e, *c)) return false;
   }
   return true;
 }
@@ -886,10 +942,57 @@ std::optional<Element> Compiler::object_alt(const PtrSet& flat, const Merged& m)
     item = cat(cat(item, sep(':')), {value(c)});
     props.push_back({{g_.add("property", {std::move(item)})}, req});
   }
-  const std::optional<Conj> extra = additional_conj(flat, m);
   std::optional<Sequence> add_item;
-  if (extra)
-    add_item = Sequence{g_.add("additional-property", {cat(cat({additional_key(m.keys)}, sep(':')), {value(*extra)})})};
+  std::vector<std::pair<std::string, std::string>> patterns;  // (schema, pattern)
+  for (const std::string& p : flat)
+    if (const Json& n = at(p); n.is_object() && n.contains("patternProperties"))
+      for (auto& [pattern, schema] : n["patternProperties"].items()) patterns.emplace_back(p, pattern);
+  if (patterns.empty()) {
+    if (const std::optional<Conj> extra = additional_conj(flat, m))
+      add_item =
+          Sequence{g_.add("additional-property", {cat(cat({additional_key(m.keys)}, sep(':')), {value(*extra)})})};
+  } else {
+    // Exact in one shape: one pattern, its schema closing the object to other keys. Keys that
+    // match no pattern would be a regex complement, and keys that match several need their
+    // schemas' conjunction, which a grammar of the key cannot choose; both are refused.
+    const auto& [owner, first_pattern] = patterns.front();
+    const std::string here = where(child(child(owner, "patternProperties"), first_pattern));
+    if (patterns.size() > 1)
+      throw GrammarError(
+          "more than one patternProperties pattern for one object is not supported (a key matching several must "
+          "meet all their schemas); merge them into one pattern",
+          where(child(child(patterns[1].first, "patternProperties"), patterns[1].second)));
+    const Json& closing = at(owner);
+    const bool closed = (closing.contains("additionalProperties") && closing["additionalProperties"] == false) ||
+                        (opts_.strict && !closing.contains("additionalProperties"));
+    if (!closed)
+      throw GrammarError(
+          "patternProperties is supported with additionalProperties: false beside it (keys matching no pattern "
+          "would need the complement of the pattern's language)",
+          here);
+    std::vector<Sequence> members;
+    for (const auto& [p, pattern] : patterns) {
+      const std::string here = child(child(p, "patternProperties"), pattern);
+      for (const std::string& k : m.keys)
+        if (key_matches(pattern, k))
+          throw GrammarError(fmt::format("patternProperties '{}' matches the declared property '{}': not supported "
+                                         "(a generated key could repeat it); narrow the pattern to exclude it",
+                                         pattern, k),
+                             where(here));
+      PtrSet conj = {here};
+      for (const auto& [q, other] : patterns) conj.insert(child(child(q, "patternProperties"), other));
+      for (const std::string& q : flat)
+        if (q != p && at(q).is_object() && at(q).contains("additionalProperties"))
+          conj.insert(child(q, "additionalProperties"));
+      const Conj c(conj.begin(), conj.end());
+      if (is_false(c)) continue;
+      const Element key =
+          g_.add("pattern-key",
+                 {{quote, compile_regex(g_, pattern, RegexOptions{.json_string = true, .search = true}), quote}});
+      members.push_back(cat(cat({key}, sep(':')), {value(c)}));
+    }
+    if (!members.empty()) add_item = Sequence{g_.add("pattern-property", std::move(members))};
+  }
   // next_i: the properties from i on, each after a comma; first_i: the same with none before.
   Sequence next = add_item ? Sequence{g_.star("more-additional", cat(sep(','), *add_item))} : Sequence{};
   std::optional<Sequence> first;

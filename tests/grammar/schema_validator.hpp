@@ -437,6 +437,15 @@ class SchemaValidator {
       } else if (k == "$ref") {
         const std::string ref = v.get<std::string>();
         refs_[ref] = resolve(ref);
+      } else if (k == "patternProperties") {
+        for (auto p = v.begin(); p != v.end(); ++p) {
+          try {
+            regexes_.emplace(p.key(), std::wregex(ecma_classes(widen(p.key())), std::regex::ECMAScript));
+          } catch (const std::regex_error&) {
+            throw Unsupported("pattern '" + p.key() + "'");
+          }
+          scan(p.value(), depth + 1);
+        }
       } else if (k == "pattern") {
         const std::string p = v.get<std::string>();
         try {
@@ -602,12 +611,23 @@ class SchemaValidator {
       if (auto r = s.find("required"); r != s.end())
         for (const Json& k : *r) need(v.contains(k.get<std::string>()), "required " + k.dump());
       const auto props = s.find("properties");
+      const auto patterns = s.find("patternProperties");
       auto extra = s.find("additionalProperties");
-      const bool closed = opts_.strict && props != s.end() && extra == s.end();
+      const bool closed = opts_.strict && (props != s.end() || patterns != s.end()) && extra == s.end();
       for (auto it = v.begin(); it != v.end(); ++it) {
         const std::string sub = path + "/" + it.key();
+        bool covered = false;
         if (props != s.end() && props->contains(it.key())) {
           need(check((*props)[it.key()], it.value(), depth + 1, why, sub), "properties");
+          covered = true;
+        }
+        if (patterns != s.end())
+          for (auto p = patterns->begin(); p != patterns->end(); ++p)
+            if (std::regex_search(widen(it.key()), regexes_.at(p.key()))) {
+              need(check(p.value(), it.value(), depth + 1, why, sub), "patternProperties " + p.key());
+              covered = true;
+            }
+        if (covered) {
         } else if (closed) {
           need(false, "additional property '" + it.key() + "' (strict)");
         } else if (extra != s.end()) {
