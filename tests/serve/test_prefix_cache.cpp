@@ -37,6 +37,16 @@ model::HostOptions options(uint32_t blocks = 256, uint32_t budget = 256) {
   return o;
 }
 
+/** The hybrid test model's host: 4 sequences, blocks of 4 tokens, snapshots for the prefix cache. */
+model::HostOptions hybrid_options(uint32_t max_context = 128) {
+  model::HostOptions o = test::cpu_options();
+  o.max_context = max_context;
+  o.max_seqs = 4;
+  o.cache.block_tokens = 4;
+  o.prefix_snapshots = true;
+  return o;
+}
+
 std::vector<int32_t> prompt(int seed, size_t n, int vocab = 500) {
   std::vector<int32_t> p = {1};
   for (size_t i = 1; i < n; ++i) p.push_back(static_cast<int32_t>(3 + (seed * 131 + i * 17) % (vocab - 3)));
@@ -175,11 +185,7 @@ TEST(PrefixCache, AHybridModelResumesAtTheDeepestPositionEveryCacheKindServes) {
   spec.layers = {"linear", "sliding", "full", "linear"};
   spec.window = 16;
   test::write_tiny_hybrid(dir.str(), spec);
-  model::HostOptions o = test::cpu_options();
-  o.max_context = 128;
-  o.max_seqs = 4;
-  o.cache.block_tokens = 4;
-  o.prefix_snapshots = true;
+  const model::HostOptions o = hybrid_options();
   auto host = model::ModelHost::open(dir.str(), test::host_registry(), o);
   ASSERT_TRUE(host->limits().recurrent);
   ASSERT_GT(host->limits().snapshot_slots, 0u);
@@ -210,11 +216,7 @@ TEST(PrefixCache, HybridSnapshotsComeOnlyFromStepsOnTheChunkGrid) {
   test::HybridSpec spec;
   spec.layers = {"linear", "full", "linear"};
   test::write_tiny_hybrid(dir.str(), spec);  // delta-rule chunk 8
-  model::HostOptions o = test::cpu_options();
-  o.max_context = 128;
-  o.max_seqs = 4;
-  o.cache.block_tokens = 4;
-  o.prefix_snapshots = true;
+  const model::HostOptions o = hybrid_options();
   for (uint32_t budget : {0u, 5u}) {  // 5: prefill steps end at 5, 10, 15, ...
     SCOPED_TRACE(budget);
     auto host = model::ModelHost::open(dir.str(), test::host_registry(), o);
@@ -467,13 +469,9 @@ TEST(PrefixCacheEvents, AHybridModelAnnouncesOnlyUpToItsSnapshots) {
   spec.layers = {"linear", "sliding", "full", "linear"};
   spec.window = 16;
   test::write_tiny_hybrid(dir.str(), spec);
-  model::HostOptions o = test::cpu_options();
-  o.max_context = 96;
-  o.max_seqs = 4;
-  o.cache.block_tokens = 4;
+  model::HostOptions o = hybrid_options(96);
   o.cache.memory_bytes = 112 * 1024;
   o.cache.snapshot_memory_bytes = 64 * 1024;  // snapshots for every session: hits are the rule
-  o.prefix_snapshots = true;
   auto host = model::ModelHost::open(dir.str(), test::host_registry(), o);
   Scheduler sched(*host, 0, true, 8);
   events_track_the_tree(*host, sched, 96, 21, 4, false);
