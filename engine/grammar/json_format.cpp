@@ -152,6 +152,17 @@ Element time_content(Grammar& g, std::string_view name) {
 
 }  // namespace
 
+bool format_defined(std::string_view format) {
+  static constexpr std::string_view kDefined[] = {
+      "date-time", "date",          "time", "duration",     "email",        "idn-email",
+      "hostname",  "idn-hostname",  "ipv4", "ipv6",         "uri",          "uri-reference",
+      "iri",       "iri-reference", "uuid", "uri-template", "json-pointer", "relative-json-pointer",
+      "regex"};
+  for (std::string_view f : kDefined)
+    if (f == format) return true;
+  return false;
+}
+
 Element format_content(Grammar& g, std::string_view format, std::string_view where) {
   if (format == "date") return regex(g, kDate, "date");
   if (format == "time") return time_content(g, "time");

@@ -476,6 +476,7 @@ void Compiler::merge_one(Merged& m, const std::string& p, const Json& n) const {
     auto it = n.find(kw);
     if (it == n.end()) continue;
     if (!it->is_string()) throw GrammarError(fmt::format("{} must be a string", kw), where(child(p, kw)));
+    if (std::string_view(kw) == "format" && !format_defined(it->get<std::string>())) continue;  // an annotation
     auto& list = std::string_view(kw) == "pattern" ? m.patterns : m.formats;
     if (std::none_of(list.begin(), list.end(), [&](auto& e) { return e.first == it->get<std::string>(); }))
       list.push_back({it->get<std::string>(), where(child(p, kw))});

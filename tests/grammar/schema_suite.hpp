@@ -37,8 +37,8 @@ inline const std::map<std::string, std::string> kSkipped = {
     {"vocabulary.json", "needs a custom metaschema that disables vocabularies"},
 };
 inline const std::vector<std::string> kFormatFiles = {
-    "date-time.json", "date.json", "time.json", "duration.json", "uuid.json",
-    "email.json",     "ipv4.json", "ipv6.json", "uri.json",      "uri-reference.json"};
+    "date-time.json", "date.json", "time.json", "duration.json",      "uuid.json",   "email.json",
+    "ipv4.json",      "ipv6.json", "uri.json",  "uri-reference.json", "unknown.json"};
 
 constexpr size_t kMaxOrders = 5000;
 
