@@ -956,8 +956,8 @@ std::optional<Element> Compiler::object_alt(const PtrSet& flat, const Merged& m)
     // Exact in one shape: one pattern, its schema closing the object to other keys. Keys that
     // match no pattern would be a regex complement, and keys that match several need their
     // schemas' conjunction, which a grammar of the key cannot choose; both are refused.
-    const auto& [owner, first_pattern] = patterns.front();
-    const std::string here = where(child(child(owner, "patternProperties"), first_pattern));
+    const auto& [owner, pattern] = patterns.front();
+    const std::string here = child(child(owner, "patternProperties"), pattern);
     if (patterns.size() > 1)
       throw GrammarError(
           "more than one patternProperties pattern for one object is not supported (a key matching several must "
@@ -970,29 +970,26 @@ std::optional<Element> Compiler::object_alt(const PtrSet& flat, const Merged& m)
       throw GrammarError(
           "patternProperties is supported with additionalProperties: false beside it (keys matching no pattern "
           "would need the complement of the pattern's language)",
-          here);
-    std::vector<Sequence> members;
-    for (const auto& [p, pattern] : patterns) {
-      const std::string here = child(child(p, "patternProperties"), pattern);
-      for (const std::string& k : m.keys)
-        if (key_matches(pattern, k))
-          throw GrammarError(fmt::format("patternProperties '{}' matches the declared property '{}': not supported "
-                                         "(a generated key could repeat it); narrow the pattern to exclude it",
-                                         pattern, k),
-                             where(here));
-      PtrSet conj = {here};
-      for (const auto& [q, other] : patterns) conj.insert(child(child(q, "patternProperties"), other));
-      for (const std::string& q : flat)
-        if (q != p && at(q).is_object() && at(q).contains("additionalProperties"))
-          conj.insert(child(q, "additionalProperties"));
-      const Conj c(conj.begin(), conj.end());
-      if (is_false(c)) continue;
+          where(here));
+    for (const std::string& k : m.keys)
+      if (key_matches(pattern, k))
+        throw GrammarError(fmt::format("patternProperties '{}' matches the declared property '{}': not supported "
+                                       "(a generated key could repeat it); narrow the pattern to exclude it",
+                                       pattern, k),
+                           where(here));
+    // The pattern's schema, and the additionalProperties of the other schemas of the conjunction
+    // (no key of theirs matches: they have no patterns).
+    PtrSet conj = {here};
+    for (const std::string& q : flat)
+      if (q != owner && at(q).is_object() && at(q).contains("additionalProperties"))
+        conj.insert(child(q, "additionalProperties"));
+    const Conj c(conj.begin(), conj.end());
+    if (!is_false(c)) {
       const Element key =
           g_.add("pattern-key",
                  {{quote, compile_regex(g_, pattern, RegexOptions{.json_string = true, .search = true}), quote}});
-      members.push_back(cat(cat({key}, sep(':')), {value(c)}));
+      add_item = Sequence{g_.add("pattern-property", {cat(cat({key}, sep(':')), {value(c)})})};
     }
-    if (!members.empty()) add_item = Sequence{g_.add("pattern-property", std::move(members))};
   }
   // next_i: the properties from i on, each after a comma; first_i: the same with none before.
   Sequence next = add_item ? Sequence{g_.star("more-additional", cat(sep(','), *add_item))} : Sequence{};
