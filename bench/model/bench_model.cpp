@@ -275,6 +275,13 @@ int run(int argc, char** argv) {
       size_t e = list.find(',', i);
       if (e == std::string::npos) e = list.size();
       dtypes.push_back(list.substr(i, e - i));
+      if (dtypes.back() != "f16" && dtypes.back() != "bf16" && dtypes.back() != "q8_0") {
+        std::fprintf(stderr,
+                     "--dtype %s: bench_model writes f16, bf16 and q8_0 models; for other formats time llama.cpp's "
+                     "own files (bench/model/vs_llama_cpp.py --quants Q4_0,Q4_K_M,...)\n",
+                     dtypes.back().c_str());
+        return 2;
+      }
       i = e + 1;
     }
   }

@@ -11,6 +11,10 @@ to stories260K's (compare that row with care).
   bench/model/vs_llama_cpp.py [--device cpu|vulkan|auto] [--dtypes f16,bf16,q8_0] [--rounds 3]
                               [--prompt 64] [--decode 16] [--threads N] [--layers 28]
                               [--archs qwen3,qwen3_5,gemma4-e2b] [--quants Q4_K_M,Q6_K,IQ4_XS]
+                              [--isa avx2]
+--isa avx2 times both on their AVX2 code where the CPU has more: kiln with KILN_CPU_ISA=avx2, and
+llama.cpp from a copy of node-llama-cpp whose only CPU variant is ggml's `haswell` (AVX2, FMA, F16C;
+ggml loads the best variant the CPU runs, so the copy leaves it no other).
 """
 import ctypes
 import glob
@@ -56,6 +60,24 @@ def llama_quantize(src, dst, ftype):
         sys.exit(f"llama_model_quantize failed on {src}")
 
 
+def oracle_for(isa):
+    """The node-llama-cpp tree to run: the installed one, or for --isa avx2 a copy (made once, under
+    .cache/llama-oracle-avx2) holding only ggml's haswell CPU variant."""
+    if not isa:
+        return ORACLE
+    if isa != "avx2":
+        sys.exit("--isa: only avx2 is supported (kiln's avx512 variant is what runs by default)")
+    copy = ORACLE + "-avx2"
+    if not os.path.isdir(copy):
+        subprocess.run(["cp", "-a", ORACLE, copy + ".tmp"], check=True)
+        for lib in glob.glob(os.path.join(copy + ".tmp", "node_modules", "@node-llama-cpp", "*", "bins", "*",
+                                          "libggml-cpu-*.so")):
+            if not lib.endswith("libggml-cpu-haswell.so"):
+                os.remove(lib)
+        os.rename(copy + ".tmp", copy)
+    return copy
+
+
 def kiln(build, model, device, prompt, decode):
     out = subprocess.run([os.path.join(build, "bin", "bench_model"), "--model", model, "--device", device,
                           "--prompt", str(prompt), "--decode", str(decode)],
@@ -65,8 +87,8 @@ def kiln(build, model, device, prompt, decode):
     return float(row[-2]), float(row[-1])
 
 
-def llama_cpp(model, prompt, decode, threads):
-    script = os.path.join(ORACLE, "bench.mjs")
+def llama_cpp(oracle, model, prompt, decode, threads):
+    script = os.path.join(oracle, "bench.mjs")
     subprocess.run(["cp", os.path.join(ROOT, "tools", "oracle", "llama", "bench.mjs"), script], check=True)
     out = subprocess.run(["node", script, model, str(prompt), str(decode), str(threads)],
                          capture_output=True, text=True, check=True).stdout
@@ -87,6 +109,7 @@ def main():
     ap.add_argument("--layers", type=int, default=28)
     ap.add_argument("--dir", default="/tmp")
     ap.add_argument("--quants", default="", help="llama.cpp file types made from the f16 models: " + ",".join(FTYPES))
+    ap.add_argument("--isa", default="", help="avx2: both on their AVX2 code (kiln's avx2 variant, ggml's haswell)")
     a = ap.parse_args()
     if not os.path.isdir(os.path.join(ORACLE, "node_modules", "node-llama-cpp")):
         sys.exit("node-llama-cpp is not installed under .cache/llama-oracle (run scripts/setup.sh)")
@@ -115,7 +138,11 @@ def main():
     # stories260K: llama.cpp on one thread (more threads spin-wait longer than a 260K model's step:
     # 51 tok/s with 2 threads on the 2-vCPU VM, ~1000 with 1).
     models.append(("stories260K (JS loop dominates)", os.path.join(ROOT, "configs", "models", "stories260K.gguf")))
-    print(f"kiln ({a.device}) vs llama.cpp (node-llama-cpp 3.21.1 CPU, {a.threads} threads); prompt {a.prompt}, "
+    oracle = oracle_for(a.isa)
+    if a.isa:
+        os.environ["KILN_CPU_ISA"] = a.isa
+    print(f"kiln ({a.device}{', ' + a.isa if a.isa else ''}) vs llama.cpp (node-llama-cpp 3.21.1 CPU"
+          f"{', haswell variant' if a.isa else ''}, {a.threads} threads); prompt {a.prompt}, "
           f"decode {a.decode}, {a.rounds} interleaved rounds; median [min-max]\n")
     print(f"{'model':34} {'kiln decode':>20} {'llama.cpp decode':>20} {'ratio':>6} "
           f"{'kiln prefill':>20} {'llama.cpp prefill':>20} {'ratio':>6}")
@@ -124,7 +151,7 @@ def main():
         for _ in range(a.rounds):
             d, p = kiln(a.build, path, a.device, a.prompt, a.decode)
             k_dec.append(d), k_pre.append(p)
-            d, p = llama_cpp(path, a.prompt, a.decode, 1 if "stories260K" in name else a.threads)
+            d, p = llama_cpp(oracle, path, a.prompt, a.decode, 1 if "stories260K" in name else a.threads)
             l_dec.append(d), l_pre.append(p)
 
         def fmt(v):

@@ -2,7 +2,8 @@
 // f32 / f16 / bf16 / q8_0 (and q4_0), with this machine's STREAM triad and FMA peak measured in
 // the same run, printing time, GB/s or GFLOP/s and the ratio to those limits.
 //
-//   bench_ops [--quick] [--no-gemm] [--no-gemv] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N] [--device D]
+//   bench_ops [--quick] [--no-gemm] [--no-gemv] [--no-small] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N]
+//             [--device D]   (--no-small: only the GEMV/GEMM rows)
 //             [--shape MxK]   (GEMV/GEMM weight shape; default 4096x4096)
 //
 // Wall time of Device::compute() (record + submit + fence wait, i.e. what the engine pays) after a
@@ -383,7 +384,7 @@ void run_small_ops(backend::Device& dev, int chain, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, gemm = true, gemv = true;
+  bool quick = false, gemm = true, gemv = true, small = true;
   std::string only;  // --dtype NAME: one weight dtype
   int reps = 20;
   std::string device = "vulkan";         // --device: a registry spec (vulkan, cpu, reference)
@@ -396,6 +397,8 @@ int main(int argc, char** argv) {
       gemm = false;
     else if (a == "--no-gemv")
       gemv = false;
+    else if (a == "--no-small")
+      small = false;
     else if (a == "--dtype" && i + 1 < argc)
       only = argv[++i];
     else if (a == "--reps" && i + 1 < argc)
@@ -405,9 +408,10 @@ int main(int argc, char** argv) {
     } else if (a == "--device" && i + 1 < argc) {
       device = argv[++i];
     } else {
-      std::fprintf(stderr,
-                   "usage: bench_ops [--quick] [--no-gemm] [--no-gemv] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N] "
-                   "[--shape MxK] [--rows R] [--device vulkan|vulkan:N|cpu|reference]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_ops [--quick] [--no-gemm] [--no-gemv] [--no-small] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N] "
+          "[--shape MxK] [--rows R] [--device vulkan|vulkan:N|cpu|reference]\n");
       return 2;
     }
   }
@@ -494,7 +498,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  {
+  if (small) {
     Result r = run_dispatch_chain(*dev, 256, quick ? 2 : 5);
     std::printf("\n%-26s %-6s %7.1f/%-7.1f us per dispatch (256 dependent ADDs of 1024 floats in one graph)\n",
                 "dispatch chain", "f32", r.best_ms, r.ms);
