@@ -12,12 +12,12 @@
 // one multiply-add per step, then reduces the lanes with V::reduce: the order depends on K alone,
 // never on which rows or columns share a tile, so a row's result is the same in any batch.
 //
-// Prefetching: while a tile streams its MT weight rows, it asks for
-// the same offsets of the next tile's MT rows (into L2). A tile's rows are short (1-2 KiB at
-// K = 1024) and read side by side, so the hardware prefetchers lose each tile's start; measured
-// on a 2-vCPU EPYC (bench_ops --shape 151936x1024, the 0.6B model's output layer), q8_0 GEMV
-// 11.5 -> 4.3 ms on the avx2 variant and 9.4 -> 3.1 ms on avx512, f16 9.8 -> 7.0 ms on avx2;
-// kiln's whole q8_0 decode 23 -> 44 tok/s (bench/RESULTS.md). A prefetch never faults, so the
+// Prefetching: while a tile streams its MT weight rows, it asks for the same offsets of the next
+// tile's MT rows (into L2). A tile's rows are short (1-2 KiB at K = 1024) and read side by side, so
+// the hardware prefetchers lose each tile's start; measured on a 2-vCPU EPYC (bench_ops --shape
+// 151936x1024, the 0.6B model's output layer) the q8_0 GEMV went 11 -> 4 ms on the avx2 variant
+// and 9 -> 3 ms on avx512, and kiln's whole q8_0 decode 23 -> 44 tok/s (bench/RESULTS.md). A
+// prefetch never faults, so the
 // last tile's reach past the weights is harmless.
 
 // Weight rows by storage type. Unblocked: load(row, k) gives the W values from k (k a multiple of
