@@ -17,8 +17,7 @@
 // the hardware prefetchers lose each tile's start; measured on a 2-vCPU EPYC (bench_ops --shape
 // 151936x1024, the 0.6B model's output layer) the q8_0 GEMV went 11 -> 4 ms on the avx2 variant
 // and 9 -> 3 ms on avx512, and kiln's whole q8_0 decode 23 -> 44 tok/s (bench/RESULTS.md). A
-// prefetch never faults, so the
-// last tile's reach past the weights is harmless.
+// prefetch never faults, so the last tile's reach past the weights is harmless.
 
 // Weight rows by storage type. Unblocked: load(row, k) gives the W values from k (k a multiple of
 // W), at(row, k) one value (tails).
