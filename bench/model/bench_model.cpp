@@ -268,20 +268,21 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "--arch must be qwen3, gemma4-e2b, gemma4-moe or qwen3_5\n");
     return 2;
   }
-  std::vector<std::string> dtypes;
+  std::vector<std::pair<std::string, DType>> dtypes;  // the weight types to write and time, by name
   {
     std::string list = arg(argc, argv, "--dtype", "f16,bf16,q8_0");
     for (size_t i = 0; i <= list.size();) {
       size_t e = list.find(',', i);
       if (e == std::string::npos) e = list.size();
-      dtypes.push_back(list.substr(i, e - i));
-      if (dtypes.back() != "f16" && dtypes.back() != "bf16" && dtypes.back() != "q8_0") {
+      const std::string name = list.substr(i, e - i);
+      if (name != "f16" && name != "bf16" && name != "q8_0") {
         std::fprintf(stderr,
                      "--dtype %s: bench_model writes f16, bf16 and q8_0 models; for other formats time llama.cpp's "
                      "own files (bench/model/vs_llama_cpp.py --quants Q4_0,Q4_K_M,...)\n",
-                     dtypes.back().c_str());
+                     name.c_str());
         return 2;
       }
+      dtypes.emplace_back(name, name == "q8_0" ? DType::q8_0 : name == "bf16" ? DType::bf16 : DType::f16);
       i = e + 1;
     }
   }
@@ -330,8 +331,7 @@ int run(int argc, char** argv) {
   std::printf("%-6s %-28s %10s %10s %12s %-12s %12s %8s %12s %8s\n", "dtype", "device", "params(M)", "GB/token",
               "decode t/s", "limit GB/s", "roofline t/s", "ratio", "prefill t/s", "ratio");
   double copy_bw = 0;  // the device's copy bandwidth, measured once (first row that needs it)
-  for (const auto& name : dtypes) {
-    const DType t = name == "q8_0" ? DType::q8_0 : name == "bf16" ? DType::bf16 : DType::f16;
+  for (const auto& [name, t] : dtypes) {
     const std::string path = dir + "/kiln-bench-" + arch + "-" + name + ".gguf";
     uint64_t per_token = 0;
     double params =

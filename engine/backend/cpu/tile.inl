@@ -28,12 +28,12 @@ struct RowF32 {
 };
 struct RowF16 {
   static constexpr int kValueBytes = 2;
-  static T load(const unsigned char* row, int64_t k) { return V::f16(row + 2 * k); }
-  static float at(const unsigned char* row, int64_t k) { return V::half(row + 2 * k); }
+  static T load(const unsigned char* row, int64_t k) { return V::f16(row + kValueBytes * k); }
+  static float at(const unsigned char* row, int64_t k) { return V::half(row + kValueBytes * k); }
 };
 struct RowBF16 {
   static constexpr int kValueBytes = 2;
-  static T load(const unsigned char* row, int64_t k) { return V::bf16(row + 2 * k); }
+  static T load(const unsigned char* row, int64_t k) { return V::bf16(row + kValueBytes * k); }
   static float at(const unsigned char* row, int64_t k) {
     const uint32_t bits = static_cast<uint32_t>(row[2 * k] | (row[2 * k + 1] << 8)) << 16;
     float f;
