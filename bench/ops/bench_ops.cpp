@@ -2,7 +2,7 @@
 // f32 / f16 / bf16 / q8_0 (and q4_0), with this machine's STREAM triad and FMA peak measured in
 // the same run, printing time, GB/s or GFLOP/s and the ratio to those limits.
 //
-//   bench_ops [--quick] [--no-gemm] [--no-gemv] [--no-small] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N]
+//   bench_ops [--quick] [--no-gemm] [--no-gemv] [--no-small] [--dtype f32|f16|...|q4_K|q6_K|iq4_xs] [--reps N]
 //             [--device D]   (--no-small: only the GEMV/GEMM rows)
 //             [--shape MxK]   (GEMV/GEMM weight shape; default 4096x4096)
 //
@@ -21,6 +21,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/vulkan/device.hpp"
+#include "core/ggml_blocks.hpp"
 #include "device_limits.hpp"
 #include "machine_limits.hpp"
 
@@ -34,6 +35,11 @@ double now() {
 
 // subnormal: make ~1% of f16 weights subnormal (|w| < 6.1e-5), as in trained checkpoints; a kernel
 // that lets them become f32 denormal operands pays a microcode assist per vector on Intel CPUs.
+/** The weight types timed: the float types, q8_0 / q4_0, and the block formats of the files people
+    download (Q4_K_M mixes q4_K and q6_K; Q5_K_M, Q6_K, IQ4_XS). */
+const DType kTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0,  DType::q4_0,
+                        DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_xs};
+
 std::vector<uint8_t> random_weights(DType t, int64_t M, int64_t K, uint32_t seed, bool subnormal = false) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -51,12 +57,13 @@ std::vector<uint8_t> random_weights(DType t, int64_t M, int64_t K, uint32_t seed
       h[i] = static_cast<uint16_t>(t == DType::f16 ? (0x3800 | (h[i] & 0x83ff)) : (0x3f00 | (h[i] & 0x807f)));
     if (subnormal && t == DType::f16)
       for (size_t i = 0; i < bytes / 2; i += 97) h[i] = static_cast<uint16_t>(h[i] & 0x83ff);
-  } else {
-    size_t bb = t == DType::q8_0 ? 34 : 18;
-    for (size_t b = 0; b < bytes; b += bb) {
-      w[b] = 0x00;
-      w[b + 1] = 0x20;  // f16 0.0078125
-    }
+  } else {  // block formats: every f16 field (scale, min) 0.0078125
+    const size_t bb = static_cast<size_t>(quant_block_bytes(t));
+    for (size_t b = 0; b < bytes; b += bb)
+      for (int f : half_fields(t)) {
+        w[b + static_cast<size_t>(f)] = 0x00;
+        w[b + static_cast<size_t>(f) + 1] = 0x20;
+      }
   }
   return w;
 }
@@ -408,12 +415,19 @@ int main(int argc, char** argv) {
     } else if (a == "--device" && i + 1 < argc) {
       device = argv[++i];
     } else {
-      std::fprintf(
-          stderr,
-          "usage: bench_ops [--quick] [--no-gemm] [--no-gemv] [--no-small] [--dtype f32|f16|bf16|q8_0|q4_0] [--reps N] "
-          "[--shape MxK] [--rows R] [--device vulkan|vulkan:N|cpu|reference]\n");
+      std::fprintf(stderr,
+                   "usage: bench_ops [--quick] [--no-gemm] [--no-gemv] [--no-small] [--dtype "
+                   "f32|f16|...|q4_K|q6_K|iq4_xs] [--reps N] "
+                   "[--shape MxK] [--rows R] [--device vulkan|vulkan:N|cpu|reference]\n");
       return 2;
     }
+  }
+  if (!only.empty() &&
+      std::none_of(std::begin(kTypes), std::end(kTypes), [&](DType t) { return only == dtype_name(t); })) {
+    std::fprintf(stderr, "bench_ops: --dtype %s is not one of the timed types:", only.c_str());
+    for (DType t : kTypes) std::fprintf(stderr, " %s", dtype_name(t));
+    std::fprintf(stderr, "\n");
+    return 2;
   }
   backend::Device* dev = backend::Registry::instance().find(device);
   if (!dev) {
@@ -433,7 +447,7 @@ int main(int argc, char** argv) {
     std::printf("%-26s %-6s %15s %10s %10s %10s %9s %8s\n", "op", "dtype", "best/median us", "GB/s", "GFLOP/s", "limit",
                 "of limit", "target");
     const std::string shape = std::to_string(M) + "x" + std::to_string(K);
-    for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0}) {
+    for (DType t : kTypes) {
       if (!only.empty() && only != dtype_name(t)) continue;
       Result r = run_matmul_batch(*dev, t, rows, M, K, 32, quick ? 5 : reps);
       double bytes = static_cast<double>(M) * static_cast<double>(row_bytes(t, K)) + rows * (K + M) * 4.0;
@@ -453,7 +467,7 @@ int main(int argc, char** argv) {
   std::printf("machine: STREAM triad %.1f GB/s, FMA peak %.1f GFLOP/s (all threads; re-measured per row below)\n\n",
               triad, fma);
 
-  const std::vector<DType> types = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0};
+  const std::vector<DType> types(std::begin(kTypes), std::end(kTypes));
   const std::string shape = std::to_string(M) + "x" + std::to_string(K);
   std::printf("%-26s %-6s %15s %10s %10s %10s %9s %8s\n", "op", "dtype", "best/median ms", "GB/s", "GFLOP/s", "limit",
               "of limit", "target");
