@@ -183,12 +183,6 @@ class Device {
   }
   /** Whether this device can run `node` (op, dtypes and shapes of its sources and result). */
   virtual Support supports_op(const Node& node) const = 0;
-  /** Whether its matmuls and row gathers read weights stored as `t` (the model host converts
-      the others at load). */
-  virtual bool reads_weights(DType t) const {
-    (void)t;
-    return true;
-  }
   /** Limits of this device for caches of `block_tokens` tokens per block. */
   virtual DeviceLimits limits(uint32_t block_tokens) const {
     (void)block_tokens;

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <set>
 #include <unordered_set>
 
 #include "cache/layout.hpp"
@@ -150,7 +149,6 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
     size_t arena = SIZE_MAX, offset = 0;
   };
   std::vector<Plan> plans(decls.size());
-  std::set<DType> repacked;  // formats converted for the device
   std::vector<const std::byte*> in_place;  // checkpoint bytes read where they are (imported, host-resident)
   std::vector<size_t> arena_bytes;
   for (size_t i = 0; i < decls.size(); ++i) {
@@ -179,17 +177,6 @@ void ModelHost::load_weights(const std::vector<WeightDecl>& decls) {
       target = dtype_from_kiln(d.dtype);
     else if (!native)
       target = DType::f32;  // F64 and the like: widen/narrow to f32
-    if (!device_->reads_weights(target)) {
-      // A block format this device's kernels do not decode yet (Vulkan and the k-quants): q8_0,
-      // which every device reads, holds any of them at 8 bits per value, said once per format.
-      if (repacked.insert(target).second)
-        log::warn(
-            "[model] {} does not run {} weights yet: they are converted to q8_0 at load ({} bits per value "
-            "instead of {:.1f}); --device cpu runs them as stored",
-            device_->info().name, dtype_name(target), 8.5,
-            8.0 * static_cast<double>(quant_block_bytes(target)) / static_cast<double>(quant_block(target)));
-      target = DType::q8_0;
-    }
     std::vector<int64_t> shape = first.shape;
     if (d.stack) shape.insert(shape.begin(), static_cast<int64_t>(pieces.size()));
     Plan& p = plans[i];

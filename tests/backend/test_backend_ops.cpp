@@ -42,9 +42,6 @@ struct Case {
   /** (block-format matmuls) the threshold on a device that quantizes the activations to 8 bits
       per 32-value block, as llama.cpp does (the native CPU backend): rounding x costs ~2e-5. */
   double int8_threshold = 0;
-  /** The case's weight format: a device whose kernels do not read it (Device::reads_weights; the
-      model host converts such weights at load) skips the case. */
-  DType weights = DType::f32;
 };
 
 /** Devices whose q8_0 / q4_0 matmuls read 8-bit activations (docs/backend.md §6, §8). */
@@ -87,13 +84,11 @@ std::vector<Case> cases_get_rows() {
   for (DType t : kWeightTypes)
     for (int64_t n : {1, 7}) {
       const int64_t d = std::max<int64_t>(64, quant_block(t));
-      c.push_back({fmt::format("{} table 37x{} n{}", dtype_name(t), d, n), 0.0,
-                   [t, n, d](OpGraph& g) {
+      c.push_back({fmt::format("{} table 37x{} n{}", dtype_name(t), d, n), 0.0, [t, n, d](OpGraph& g) {
                      std::vector<int32_t> ids(static_cast<size_t>(n));
                      for (auto& x : ids) x = static_cast<int32_t>(g.rng()() % 37);
                      g.output(g.op(KILN_OP_GET_ROWS, {g.weight(t, {37, d}), g.i32({n}, ids)}));
-                   },
-                   0, t});
+                   }});
     }
   return c;
 }
@@ -196,7 +191,7 @@ std::vector<Case> cases_matmul() {
                      [t, n = n, k = k, m = m](OpGraph& g) {
                        g.output(g.op(KILN_OP_MATMUL, {g.f32({n, k}), g.weight(t, {m, k})}));
                      },
-                     is_quantized(t) ? kInt8Threshold : 0, t});
+                     is_quantized(t) ? kInt8Threshold : 0});
   // q8_0 blocks holding every int8 value, -128 included (legal in a file, though quantizers
   // write [-127, 127]): kernels that move signs around must still get each product right.
   c.push_back({"q8_0 with -128 x5x64 w40x64", 5e-7,
@@ -228,7 +223,7 @@ std::vector<Case> cases_moe_matmul() {
                      const uint32_t ids = g.i32({5, 2}, {0, 3, 5, 1, 3, 0, 2, 2, 4, 5});
                      g.output(g.op(KILN_OP_MOE_MATMUL, {x, g.weight(t, {6, 40, K}), ids}));
                    },
-                   is_quantized(t) ? kInt8Threshold : 0, t});
+                   is_quantized(t) ? kInt8Threshold : 0});
     }
   // Enough pairs per expert for the multi-row tiles and the parallel path of the native CPU backend.
   for (DType t : {DType::f16, DType::q8_0})
@@ -638,7 +633,6 @@ TEST_P(BackendOps, EveryDeviceMatchesTheCpuReference) {
     }
     for (Device* d : devices) {
       SCOPED_TRACE(d->info().id);
-      if (!d->reads_weights(c.weights)) continue;
       const auto got = g.run(*d);
       ASSERT_EQ(got.size(), ref.size());
       for (size_t i = 0; i < ref.size(); ++i) {

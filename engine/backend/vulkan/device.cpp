@@ -333,10 +333,6 @@ void GraphTemps::release() {
   scratch_.clear();
 }
 
-bool VulkanDevice::reads_weights(DType t) const {
-  return vulkan_reads_weights(t);
-}
-
 backend::Support VulkanDevice::supports_op(const backend::Node& node) const {
   return vulkan_supports(*this, node);
 }

@@ -101,7 +101,6 @@ class VulkanDevice final : public backend::Device {
   std::unique_ptr<backend::Buffer> allocate(size_t bytes, backend::BufferUsage usage) override;
   std::unique_ptr<backend::Buffer> import_host(void* ptr, size_t bytes) override;
   backend::Support supports_op(const backend::Node& node) const override;
-  bool reads_weights(DType t) const override;
   backend::DeviceLimits limits(uint32_t block_tokens) const override;
   std::unique_ptr<backend::Executable> prepare(const backend::BoundGraph& graph) override;
   void submit(backend::Executable& exe) override;

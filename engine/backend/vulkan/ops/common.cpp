@@ -128,10 +128,6 @@ std::optional<std::string> kv_cache_refusal(const TensorRef& t) {
 
 }  // namespace
 
-bool vulkan_reads_weights(DType w) {
-  return !is_quantized(w) || w == DType::q8_0 || w == DType::q4_0;
-}
-
 Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
   const DeviceInfo& d = const_cast<VulkanDevice&>(dev).context().info();
   auto src = [&](int i) -> const backend::TensorDesc& { return n.src[static_cast<size_t>(i)].desc; };
@@ -144,15 +140,13 @@ Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n) {
     case KILN_OP_MOE_MATMUL: {
       DType w = src(1).dtype;
       if (!f32(0)) return Support::no(fmt::format("{} activations (f32 only)", dtype_name(src(0).dtype)));
-      if (!backend::is_weight_dtype(w) || w == DType::i32 || !vulkan_reads_weights(w))
-        return Support::no(fmt::format("{} weights", dtype_name(w)));
+      if (!backend::is_weight_dtype(w)) return Support::no(fmt::format("{} weights", dtype_name(w)));
       if (is_quantized(w) && n.src[1].offset % 2) return Support::no("quantized weights at an odd byte offset");
       return Support::yes();
     }
     case KILN_OP_GET_ROWS: {
       DType w = src(0).dtype;
-      if (w == DType::i32) return Support::no("i32 tables");
-      if (!vulkan_reads_weights(w)) return Support::no(fmt::format("{} tables", dtype_name(w)));
+      if (!backend::is_weight_dtype(w)) return Support::no(fmt::format("{} tables", dtype_name(w)));
       if (is_quantized(w) && n.src[0].offset % 2) return Support::no("quantized table at an odd byte offset");
       return Support::yes();
     }

@@ -140,7 +140,10 @@ void record_data(const OpEnv& e) {
       if (n.dst.desc.numel() != N * D) e.fail("result shape does not match");
       if (!N || !D) return;
       const bool quant = is_quantized(wt);
-      if (quant && t.desc.last() % 32) e.fail("quantized rows must be whole 32-blocks");
+      if (t.desc.last() % quant_block(wt))
+        e.fail(fmt::format("{} rows must be whole {}-value blocks", dtype_name(wt), quant_block(wt)));
+      // get_rows.comp: the formats other than q8_0 / q4_0 run one invocation per 32 values.
+      const int64_t per_item = quant && wt != DType::q8_0 && wt != DType::q4_0 ? 32 : 1;
       const Pipeline& p = e.pipeline(std::string("get_rows_") + dtype_name(wt),
                                      {Bind::texel, Bind::storage, Bind::storage, Bind::storage}, {});
       VkFormat f = wt == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32G32B32A32_UINT;
@@ -161,7 +164,7 @@ void record_data(const OpEnv& e) {
         e.dispatch_items(p, {e.tex(ts, f), e.ssbo(ids), e.ssbo(n.dst, true), flags},
                          {u32(N), u32(D), u32(R), w_off, u32(static_cast<int64_t>(quant ? row : 0)), e.off(ids, 4),
                           e.off(n.dst, 4), u32(r0), u32(rb)},
-                         static_cast<uint64_t>(N * D));
+                         static_cast<uint64_t>(N * D / per_item));
       }
       return;
     }

@@ -51,7 +51,7 @@ bool plain_matmul(const backend::Node& n) {
   if (n.op != KILN_OP_MATMUL || n.src[1].desc.ndim != 2) return false;
   const int64_t K = n.src[0].desc.last(), M = n.src[1].desc.ne[0];
   return K > 0 && M > 0 && n.src[1].desc.last() == K && n.src[0].desc.rows() > 0 &&
-         n.dst.desc.numel() == n.src[0].desc.rows() * M && (!is_quantized(n.src[1].desc.dtype) || K % 32 == 0);
+         n.dst.desc.numel() == n.src[0].desc.rows() * M && K % quant_block(n.src[1].desc.dtype) == 0;
 }
 
 // Whether w is f16 prepared by upload_weights (matmul.comp's CLEAN specialization).
@@ -132,7 +132,8 @@ void record_matmul(const OpEnv& e, const backend::Node* siblings, size_t n_sibli
   }
   if (w.desc.last() != K) e.fail("x and w disagree on K");
   if (n.dst.desc.numel() != R * M) e.fail("result shape does not match");
-  if (is_quantized(wt) && K % 32) e.fail("quantized K must be a multiple of 32");
+  if (K % quant_block(wt))
+    e.fail(fmt::format("{} K must be a multiple of its {}-value block", dtype_name(wt), quant_block(wt)));
   if (R == 0 || M == 0) return;
   if (K == 0) {
     e.rec.fill_zero(e.alloc(n.dst), n.dst.offset, n.dst.desc.bytes());

@@ -107,7 +107,5 @@ bool fuse_off();
 
 /** Op/dtype/shape capability check for this device (cheap, content independent). */
 backend::Support vulkan_supports(const VulkanDevice& dev, const backend::Node& n);
-/** The weight formats the shaders decode (wload.glsl): the float types, q8_0 and q4_0. */
-bool vulkan_reads_weights(DType w);
 
 }  // namespace kiln::vk

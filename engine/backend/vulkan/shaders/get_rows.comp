@@ -1,7 +1,9 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : enable
 // out[n, :] = dequant(table[ids[n], :]) for every weight dtype (one WT_* define per variant).
-// One invocation per output element; rows of quantized tables are whole 32-blocks.
+// One invocation per output element; rows of quantized tables are whole blocks. The formats
+// loaded by load_split (wload.glsl): one invocation per 32-value group, which writes its 32
+// values, each as its format's definition computes it (scale·q + offset, rounded after each step).
 layout(local_size_x = 64) in;
 #define WLOAD_BINDING 0
 #include "wload.glsl"
@@ -20,6 +22,32 @@ layout(push_constant) uniform PC {
   uint r0, rb;  // this dispatch's table rows [r0, r0 + rb) (tables beyond one texel binding's reach)
 } pc;
 
+#if defined(WT_SPLIT)
+void main() {
+  uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u;
+  uint G = pc.D / 32u;  // groups per row
+  if (i >= pc.N * G) return;
+  uint n = i / G, c = i % G, o0 = pc.o_off + n * pc.D + c * 32u;
+  int id = ids[pc.ids_off + n];
+  if (id < 0 || uint(id) >= pc.R) {
+    bad_id = 1u;
+    [[unroll]] for (uint e = 0u; e < 32u; ++e) o[o0 + e] = 0.0;
+    return;
+  }
+  if (uint(id) < pc.r0 || uint(id) >= pc.r0 + pc.rb) return;  // another block's dispatch
+  vec4 v[8];
+  vec2 dl, off;
+  load_split(pc.w_off + uint(id - int(pc.r0)) * pc.w_row, c, v, dl, off);
+  [[unroll]] for (uint s = 0u; s < 8u; ++s) {
+    float d = s < 4u ? dl.x : dl.y, m = s < 4u ? off.x : off.y;
+    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+      precise float y = d * v[s][k];  // no fused multiply-add: the definition rounds the product
+      y = y + m;
+      o[o0 + 4u * s + k] = y;
+    }
+  }
+}
+#else
 void main() {
   uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u;
   if (i >= pc.N * pc.D) return;
@@ -52,3 +80,4 @@ void main() {
   o[pc.o_off + i] = w_scalar(pc.w_off + uint(id) * pc.D + e);
 #endif
 }
+#endif

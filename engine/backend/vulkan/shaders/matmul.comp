@@ -5,7 +5,8 @@
 // One workgroup = one subgroup computes a TM x TN tile of outputs; lane l owns the K-chunks
 // l, l+SG, l+2SG, ... (8 elements per chunk, one 32-block for quantized weights). Every output's
 // reduction order is therefore fixed by K and the subgroup size alone: a chain of FMAs over the
-// lane's chunks in order (per 32-block for quantized weights, then scaled), the K%8 tail, then
+// lane's chunks in order (per 32-block for quantized weights, or per 16-value half for the formats
+// with a scale per half, then scaled), the K%8 tail, then
 // subgroupAdd. Accumulators are scalars (one per output):
 // vec4 accumulators quadruple register pressure and spill badly on lavapipe's 8-wide SIMD. The ALIGNED path (vec4 texel reads) and
 // the scalar path perform the same arithmetic, and TM/TN only choose which outputs share loads, so
@@ -182,6 +183,40 @@ void tile(uint lane, uint SG, uint r0, uint m0, uint ms, uint xrow[TM], uint wba
     vec4 xv[TM * 8];
     [[unroll]] for (uint t = 0u; t < TM; ++t)
       [[unroll]] for (uint s = 0u; s < 8u; ++s) xv[t * 8u + s] = x4(xrow[t], c * 32u + s * 4u);
+#if defined(WT_SPLIT)
+    // Per 16-value half: the integers' dot product, times the half's scale, then (formats with an
+    // offset) the offset times the half's activation sum, which every weight row of the tile shares.
+#if defined(WT_OFFSET)
+    float sx[TM * 2];
+    [[unroll]] for (uint t = 0u; t < TM; ++t)
+      [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+        float a = 0.0;
+        [[unroll]] for (uint s = 4u * h; s < 4u * h + 4u; ++s) a += (xv[t * 8u + s].x + xv[t * 8u + s].y) + (xv[t * 8u + s].z + xv[t * 8u + s].w);
+        sx[t * 2u + h] = a;
+      }
+#endif
+    [[unroll]] for (uint n = 0u; n < TN; ++n) {
+      vec4 q[8];
+      vec2 dl, off;
+      load_split(sWoff + wr[n] * pc.w_row, c, q, dl, off);
+      [[unroll]] for (uint t = 0u; t < TM; ++t) {
+        float b[2] = float[2](0.0, 0.0);
+        [[unroll]] for (uint s = 0u; s < 8u; ++s) {
+          vec4 xs = xv[t * 8u + s];
+          uint h = s >> 2;
+          b[h] = fma(q[s].x, xs.x, b[h]);
+          b[h] = fma(q[s].y, xs.y, b[h]);
+          b[h] = fma(q[s].z, xs.z, b[h]);
+          b[h] = fma(q[s].w, xs.w, b[h]);
+        }
+        float a = fma(dl.y, b[1], fma(dl.x, b[0], acc[t * TN + n]));
+#if defined(WT_OFFSET)
+        a = fma(off.y, sx[t * 2u + 1u], fma(off.x, sx[t * 2u], a));
+#endif
+        acc[t * TN + n] = a;
+      }
+    }
+#else
     [[unroll]] for (uint n = 0u; n < TN; ++n) {
       vec4 q[8];
       float d = load_block(sWoff + wr[n] * pc.w_row + c * BLOCK_BYTES, q);
@@ -197,6 +232,7 @@ void tile(uint lane, uint SG, uint r0, uint m0, uint ms, uint xrow[TM], uint wba
         acc[t * TN + n] = fma(d, b, acc[t * TN + n]);
       }
     }
+#endif
   }
 #else
   uint nchunks = pc.K / 8u;
