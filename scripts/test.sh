@@ -41,7 +41,7 @@ if [ "${KILN_SKIP_SANITIZE:-0}" != 1 ]; then
   # statically so no dlopen hides a report. Builds only what the unit-labelled tests and the short
   # libFuzzer runs need (target kiln_unit_tests), and runs them.
   stage asan-build env CC=clang CXX=clang++ KILN_TARGETS=kiln_unit_tests bash scripts/build.sh build-asan \
-    -DKILN_SANITIZE=ON -DKILN_STATIC_PLUGINS=ON -DKILN_BUILD_BENCH=OFF -DKILN_FUZZ=ON -DKILN_TEST_CORES=1
+    -DKILN_SANITIZE=ON -DKILN_STATIC_PLUGINS=ON -DKILN_BUILD_BENCH=OFF -DKILN_FUZZ=ON
   asan_ctest() { ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan -L 'unit|fuzz'; }
   stage asan-ctest asan_ctest
 fi
