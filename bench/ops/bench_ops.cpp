@@ -1,5 +1,5 @@
 // bench_ops: GEMV (4096x4096, decode) and GEMM (512x4096x4096, prefill) on the Vulkan backend at
-// f32 / f16 / bf16 / q8_0 (and q4_0), with this machine's STREAM triad and FMA peak measured in
+// f32 / f16 / bf16 / q8_0 / q4_0 and the k-quants (kTypes), with this machine's STREAM triad and FMA peak measured in
 // the same run, printing time, GB/s or GFLOP/s and the ratio to those limits.
 //
 //   bench_ops [--quick] [--no-gemm] [--no-gemv] [--no-small] [--dtype f32|f16|...|q4_K|q6_K|iq4_xs] [--reps N]
@@ -448,7 +448,7 @@ int main(int argc, char** argv) {
                 "of limit", "target");
     const std::string shape = std::to_string(M) + "x" + std::to_string(K);
     for (DType t : kTypes) {
-      if (!only.empty() && only != dtype_name(t)) continue;
+      if ((!only.empty() && only != dtype_name(t)) || K % quant_block(t)) continue;
       Result r = run_matmul_batch(*dev, t, rows, M, K, 32, quick ? 5 : reps);
       double bytes = static_cast<double>(M) * static_cast<double>(row_bytes(t, K)) + rows * (K + M) * 4.0;
       double gbs = bytes / (r.best_ms / 1e3) / 1e9, gf = 2.0 * rows * M * K / (r.best_ms / 1e3) / 1e9;
@@ -472,7 +472,7 @@ int main(int argc, char** argv) {
   std::printf("%-26s %-6s %15s %10s %10s %10s %9s %8s\n", "op", "dtype", "best/median ms", "GB/s", "GFLOP/s", "limit",
               "of limit", "target");
   for (DType t : types) {
-    if (!gemv || (!only.empty() && only != dtype_name(t))) continue;
+    if (!gemv || (!only.empty() && only != dtype_name(t)) || K % quant_block(t)) continue;
     triad = std::max(triad, bench::triad_gbs(triad_mib, 3));
     Result r = run_matmul(*dev, t, rows, M, K, 4, quick ? 5 : reps);
     double bytes = static_cast<double>(M) * static_cast<double>(row_bytes(t, K)) + rows * (K + M) * 4.0;
@@ -497,7 +497,7 @@ int main(int argc, char** argv) {
   if (gemm) {
     const int64_t R = quick ? 128 : 512;
     for (DType t : types) {
-      if (!only.empty() && only != dtype_name(t)) continue;
+      if ((!only.empty() && only != dtype_name(t)) || K % quant_block(t)) continue;
       fma = std::max(fma, bench::fma_peak_gflops(2));
       Result r = run_matmul(*dev, t, R, M, K, 1, quick ? 1 : 3);
       double gf = 2.0 * static_cast<double>(R) * M * K / (r.best_ms / 1e3) / 1e9;

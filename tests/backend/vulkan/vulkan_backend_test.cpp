@@ -19,6 +19,7 @@
 #include "backend/ops.hpp"
 #include "backend/reference/common.hpp"
 #include "backend/vulkan/device.hpp"
+#include "core/ggml_blocks.hpp"
 #include "core/half.hpp"
 
 namespace kiln::test {
@@ -253,6 +254,50 @@ TEST(Vulkan, WeightsBeyondTheTexelReachRunInRowBlocks) {
     ASSERT_EQ(got.size(), ref.size());
     EXPECT_LT(nmse(got[0].f, ref[0].f), 5e-7) << dtype_name(t);
     EXPECT_EQ(nmse(got[1].f, ref[1].f), 0.0) << dtype_name(t);
+  }
+}
+
+// The block formats at every even byte offset of a texel and past it (a tensor of a fused or stacked
+// upload may start at any; the fields of 18-, 22-, 110- and 210-byte blocks straddle words and
+// texels wherever they start): MATMUL gives the bits of the same weights at offset 0, and GET_ROWS
+// the values of the format's definition (core/ggml_blocks.hpp) bit for bit, signed zeros included.
+TEST(Vulkan, BlockFormatsReadTheSameAtEveryEvenOffset) {
+  REQUIRE_VULKAN(dev);
+  std::mt19937 rng(5);
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q2_k,
+                  DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_xs}) {
+    SCOPED_TRACE(dtype_name(t));
+    const int64_t K = quant_block(t) == 256 ? 512 : 96, M = 9, R = 3, N = 4;
+    const TensorDesc wd(t, {M, K});
+    const std::vector<std::byte> w = random_blocks(t, M * K, rng);
+    std::vector<float> x(static_cast<size_t>(R * K));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (float& v : x) v = u(rng);
+    const std::vector<int32_t> ids = {8, 0, 5, 8};
+    std::vector<float> table(static_cast<size_t>(M * K)), r0;
+    ASSERT_TRUE(dequantize_blocks(t, reinterpret_cast<const uint8_t*>(w.data()), M * K, table.data()));
+    for (int32_t id : ids) r0.insert(r0.end(), table.begin() + id * K, table.begin() + (id + 1) * K);
+    std::vector<float> y0;
+    for (size_t at : {0, 2, 4, 6, 8, 10, 12, 14, 18}) {
+      Bufs b;
+      auto wb = dev->allocate(wd.bytes() + 32, backend::BufferUsage::weights);
+      wb->upload(at, w.data(), w.size());
+      const backend::TensorRef wr{wb.get(), at, wd};
+      const backend::TensorRef xr = b.make(*dev, TensorDesc(DType::f32, {R, K}), x.data());
+      const backend::TensorRef ir = b.make(*dev, TensorDesc(DType::i32, {N}), ids.data());
+      const backend::TensorRef yr = b.make(*dev, TensorDesc(DType::f32, {R, M}));
+      const backend::TensorRef rr = b.make(*dev, TensorDesc(DType::f32, {N, K}));
+      backend::BoundGraph g;
+      g.nodes.push_back(node(KILN_OP_MATMUL, {xr, wr}, yr));
+      g.nodes.push_back(node(KILN_OP_GET_ROWS, {wr, ir}, rr));
+      dev->compute(g);
+      std::vector<float> y(static_cast<size_t>(R * M)), r(static_cast<size_t>(N * K));
+      yr.buffer->download(0, y.data(), y.size() * 4);
+      rr.buffer->download(0, r.data(), r.size() * 4);
+      EXPECT_TRUE(bitwise_equal(r, r0)) << "get_rows at byte offset " << at;
+      if (at == 0) y0 = y;
+      EXPECT_TRUE(bitwise_equal(y, y0)) << "matmul at byte offset " << at;
+    }
   }
 }
 

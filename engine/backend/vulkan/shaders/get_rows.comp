@@ -39,10 +39,12 @@ void main() {
   vec2 dl, off;
   load_split(pc.w_off + uint(id - int(pc.r0)) * pc.w_row, c, v, dl, off);
   [[unroll]] for (uint s = 0u; s < 8u; ++s) {
-    float d = s < 4u ? dl.x : dl.y, m = s < 4u ? off.x : off.y;
+    float d = s < 4u ? dl.x : dl.y;
     [[unroll]] for (uint k = 0u; k < 4u; ++k) {
       precise float y = d * v[s][k];  // no fused multiply-add: the definition rounds the product
-      y = y + m;
+#if defined(WT_OFFSET)
+      y = y + (s < 4u ? off.x : off.y);  // only where the format has one: -0 + 0 would be +0
+#endif
       o[o0 + 4u * s + k] = y;
     }
   }

@@ -129,15 +129,37 @@ float load_block(uint b, out vec4 v[8]) {
 
 #if defined(WT_SPLIT)
 // The 4 bytes at byte b (any alignment) as a little-endian word: blocks of 22, 110 or 210 bytes
-// leave most fields off word boundaries. (x << 31) << 1 is 0 when b is aligned (a shift by 32 is
-// undefined).
+// leave most fields off word boundaries. The next word is read only when b is not word-aligned: a
+// tensor's last bytes may end its view (weights imported in place have no slack after them).
 uint wbytes(uint b) {
-  uint i = b >> 2, s = (b & 3u) * 8u;
-  return (wword(i) >> s) | ((wword(i + 1u) << (31u - s)) << 1u);
+  uint i = b >> 2, s = (b & 3u) * 8u, w = wword(i);
+  if (s != 0u) w = (w >> s) | (wword(i + 1u) << (32u - s));
+  return w;
 }
 uint wbyte(uint b) { return (wword(b >> 2) >> ((b & 3u) * 8u)) & 0xffu; }
-float whalf(uint b) { return half_bits(wbytes(b) & 0xffffu); }
+float whalf(uint b) { return half_bits((wword(b >> 2) >> ((b & 2u) * 8u)) & 0xffffu); }  // b even
 int wsbyte(uint b) { return int(wbyte(b) << 24) >> 24; }  // an int8 field
+// The 4·N bytes at byte b (b even) as N words, from whole texels: the T texels that can hold them,
+// aligned with two static select stages as load_block does (a component picked by a computed
+// index costs lavapipe per-lane memory traffic), then funnel-shifted when b is not word-aligned.
+// The last texel is read only when the bytes reach into it (the tensor may end its view).
+#define WBYTES_N(NAME, N, T)                                                                     \
+  void NAME(uint b, out uint u[N]) {                                                           \
+    uint w0 = b >> 2, t0 = w0 >> 2, o = w0 & 3u, s = (b & 3u) * 8u;                             \
+    uint W_[4 * T];                                                                            \
+    [[unroll]] for (uint t = 0u; t < T; ++t) {                                                 \
+      uvec4 x = uvec4(0u);                                                                     \
+      if (t + 1u < T || ((b + 4u * N - 1u) >> 4) >= t0 + t) x = texelFetch(W, int(t0 + t));   \
+      W_[4u * t] = x.x, W_[4u * t + 1u] = x.y, W_[4u * t + 2u] = x.z, W_[4u * t + 3u] = x.w; \
+    }                                                                                          \
+    uint A_[4 * T - 2];                                                                        \
+    [[unroll]] for (uint i = 0u; i < 4u * T - 2u; ++i) A_[i] = (o & 2u) != 0u ? W_[i + 2u] : W_[i]; \
+    uint B_[N + 1];                                                                            \
+    [[unroll]] for (uint i = 0u; i <= N; ++i) B_[i] = (o & 1u) != 0u ? A_[i + 1u] : A_[i];     \
+    [[unroll]] for (uint i = 0u; i < N; ++i) u[i] = s == 0u ? B_[i] : (B_[i] >> s) | (B_[i + 1u] << (32u - s)); \
+  }
+WBYTES_N(wbytes16, 4u, 2u)  // 16 bytes from an even offset lie in at most 2 texels
+WBYTES_N(wbytes32, 8u, 3u)  // 32 bytes: at most 3
 // Bytes 4i..4i+3 of a packed field: (byte >> sh) & mask for each.
 uvec4 field4(uint u, uint sh, uint mask) { return (uvec4(u) >> (uvec4(0u, 8u, 16u, 24u) + sh)) & mask; }
 // Bit `bit` of bytes 4i..4i+3 (the high-bit planes of q5 and q3).
@@ -202,8 +224,10 @@ void load_split(uint rb, uint c, out vec4 v[8], out vec2 dl, out vec2 off) {
   uint qs = b + 2u;
 #endif
   // Byte j holds element j (low nibble) and j + 16 (high nibble): v[i] and v[i + 4].
+  uint qw[4];
+  wbytes16(qs, qw);
   [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-    uint u = wbytes(qs + 4u * i);
+    uint u = qw[i];
     uvec4 lo = field4(u, 0u, 0xfu), hi = field4(u, 4u, 0xfu);
 #if defined(WT_Q5_0) || defined(WT_Q5_1)
     lo |= ((uvec4(qh) >> (uvec4(0u, 1u, 2u, 3u) + 4u * i)) & 1u) << 4;
@@ -232,10 +256,16 @@ void load_split(uint rb, uint c, out vec4 v[8], out vec2 dl, out vec2 off) {
 #else
   uint qs = sb + 48u + 32u * (j >> 1), qh = sb + 16u;  // high bit j of byte l
 #endif
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-    uvec4 q = field4(wbytes(qs + 4u * i), 4u * (j & 1u), 0xfu);
+  uint qw[8];
+  wbytes32(qs, qw);
 #if defined(WT_Q5_K)
-    q |= bit4(wbytes(qh + 4u * i), j) << 4;
+  uint hw[8];
+  wbytes32(qh, hw);
+#endif
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+    uvec4 q = field4(qw[i], 4u * (j & 1u), 0xfu);
+#if defined(WT_Q5_K)
+    q |= bit4(hw[i], j) << 4;
 #endif
     v[i] = vec4(q);
   }
@@ -243,9 +273,10 @@ void load_split(uint rb, uint c, out vec4 v[8], out vec2 dl, out vec2 off) {
   float d = whalf(sb);
   uint ls = ((wbyte(sb + 4u + (j >> 1)) >> (4u * (j & 1u))) & 0xfu) | (((wbytes(sb + 2u) >> (2u * j)) & 3u) << 4);
   dl = vec2(d * float(int(ls) - 32));
-  uint qs = sb + 8u + 16u * j;
+  uint qw[4];
+  wbytes16(sb + 8u + 16u * j, qw);
   [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-    uint u = wbytes(qs + 4u * i);
+    uint u = qw[i];
     v[i] = iq4(field4(u, 0u, 0xfu));
     v[i + 4u] = iq4(field4(u, 4u, 0xfu));
   }
@@ -254,9 +285,11 @@ void load_split(uint rb, uint c, out vec4 v[8], out vec2 dl, out vec2 off) {
 #if defined(WT_Q6_K)
   float d = whalf(sb + 208u);
   dl = d * vec2(float(wsbyte(sb + 192u + 8u * h + 2u * k)), float(wsbyte(sb + 193u + 8u * h + 2u * k)));
-  uint ql = sb + 64u * h + 32u * (k & 1u), qh = sb + 128u + 32u * h;
+  uint lw[8], hw[8];
+  wbytes32(sb + 64u * h + 32u * (k & 1u), lw);
+  wbytes32(sb + 128u + 32u * h, hw);
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-    uvec4 q = field4(wbytes(ql + 4u * i), 4u * (k >> 1), 0xfu) | (field4(wbytes(qh + 4u * i), 2u * k, 3u) << 4);
+    uvec4 q = field4(lw[i], 4u * (k >> 1), 0xfu) | (field4(hw[i], 2u * k, 3u) << 4);
     v[i] = vec4(ivec4(q) - 32);
   }
 #elif defined(WT_Q2_K)
@@ -264,17 +297,20 @@ void load_split(uint rb, uint c, out vec4 v[8], out vec2 dl, out vec2 off) {
   uint s0 = wbyte(sb + 8u * h + 2u * k), s1 = wbyte(sb + 8u * h + 2u * k + 1u);
   dl = vec2(d * float(s0 & 0xfu), d * float(s1 & 0xfu));
   off = -vec2(dmin * float(s0 >> 4), dmin * float(s1 >> 4));
-  uint qs = sb + 16u + 32u * h;
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = vec4(field4(wbytes(qs + 4u * i), 2u * k, 3u));
+  uint qw[8];
+  wbytes32(sb + 16u + 32u * h, qw);
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) v[i] = vec4(field4(qw[i], 2u * k, 3u));
 #else  // WT_Q3_K: scale s has the nibble of byte s % 8 (low for s < 8) under 2 bits of byte 8 + s % 4
   float d = whalf(sb + 108u);
   uint sc = sb + 96u, s0 = 8u * h + 2u * k, s1 = s0 + 1u;
   uint l0 = (wbyte(sc + (s0 & 7u)) >> (4u * (s0 >> 3))) & 0xfu, l1 = (wbyte(sc + (s1 & 7u)) >> (4u * (s1 >> 3))) & 0xfu;
   uint h0 = (wbyte(sc + 8u + (s0 & 3u)) >> (2u * (s0 >> 2))) & 3u, h1 = (wbyte(sc + 8u + (s1 & 3u)) >> (2u * (s1 >> 2))) & 3u;
   dl = d * vec2(float(int(l0 | (h0 << 4)) - 32), float(int(l1 | (h1 << 4)) - 32));
-  uint qs = sb + 32u + 32u * h;  // the high bits: bit 4h + k of hmask byte l (set: no −4)
+  uint qw[8], hw[8];  // the high bits: bit 4h + k of hmask byte l (set: no −4)
+  wbytes32(sb + 32u + 32u * h, qw);
+  wbytes32(sb, hw);
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-    uvec4 q = field4(wbytes(qs + 4u * i), 2u * k, 3u), hb = bit4(wbytes(sb + 4u * i), 4u * h + k);
+    uvec4 q = field4(qw[i], 2u * k, 3u), hb = bit4(hw[i], 4u * h + k);
     v[i] = vec4(ivec4(q) - 4 + 4 * ivec4(hb));
   }
 #endif
