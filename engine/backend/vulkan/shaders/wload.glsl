@@ -172,25 +172,25 @@ vec4 iq4(uvec4 n) { return vec4(IQ4[n.x], IQ4[n.y], IQ4[n.z], IQ4[n.w]); }
 #endif
 
 #if defined(WT_Q4_1)
-const uint QB = 32u, BLOCK_BYTES = 20u;
+const uint BLOCK_BYTES = 20u;
 #elif defined(WT_Q5_0)
-const uint QB = 32u, BLOCK_BYTES = 22u;
+const uint BLOCK_BYTES = 22u;
 #elif defined(WT_Q5_1)
-const uint QB = 32u, BLOCK_BYTES = 24u;
+const uint BLOCK_BYTES = 24u;
 #elif defined(WT_IQ4_NL)
-const uint QB = 32u, BLOCK_BYTES = 18u;
+const uint BLOCK_BYTES = 18u;
 #elif defined(WT_Q2_K)
-const uint QB = 256u, BLOCK_BYTES = 84u;
+const uint BLOCK_BYTES = 84u;
 #elif defined(WT_Q3_K)
-const uint QB = 256u, BLOCK_BYTES = 110u;
+const uint BLOCK_BYTES = 110u;
 #elif defined(WT_Q4_K)
-const uint QB = 256u, BLOCK_BYTES = 144u;
+const uint BLOCK_BYTES = 144u;
 #elif defined(WT_Q5_K)
-const uint QB = 256u, BLOCK_BYTES = 176u;
+const uint BLOCK_BYTES = 176u;
 #elif defined(WT_Q6_K)
-const uint QB = 256u, BLOCK_BYTES = 210u;
+const uint BLOCK_BYTES = 210u;
 #else  // WT_IQ4_XS
-const uint QB = 256u, BLOCK_BYTES = 136u;
+const uint BLOCK_BYTES = 136u;
 #endif
 
 #if defined(WT_Q4_K) || defined(WT_Q5_K)
