@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/ggml_blocks.hpp"
+#include "core/ggml_quantize.hpp"
 #include "core/half.hpp"
 
 namespace kiln {
@@ -15,44 +16,6 @@ uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
   return v;
-}
-
-void quantize_q8_0(const float* src, int64_t n, void* dst) {
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t b = 0; b < n / kQuantBlock; ++b) {
-    const float* x = src + b * 32;
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const float d = amax / 127.0f;
-    const float id = d ? 1.0f / d : 0.0f;
-    uint8_t* blk = out + b * 34;
-    const uint16_t dh = f32_to_f16(d);
-    std::memcpy(blk, &dh, 2);
-    for (int j = 0; j < 32; ++j) blk[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(x[j] * id)));
-  }
-}
-
-void quantize_q4_0(const float* src, int64_t n, void* dst) {
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t b = 0; b < n / kQuantBlock; ++b) {
-    const float* x = src + b * 32;
-    float amax = 0, max = 0;  // the value with the largest magnitude, sign kept (llama.cpp's choice)
-    for (int j = 0; j < 32; ++j)
-      if (std::fabs(x[j]) > amax) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    const float d = max / -8.0f;
-    const float id = d ? 1.0f / d : 0.0f;
-    uint8_t* blk = out + b * 18;
-    const uint16_t dh = f32_to_f16(d);
-    std::memcpy(blk, &dh, 2);
-    for (int j = 0; j < 16; ++j) {
-      const int lo = std::min(15, static_cast<int>(x[j] * id + 8.5f));
-      const int hi = std::min(15, static_cast<int>(x[j + 16] * id + 8.5f));
-      blk[2 + j] = static_cast<uint8_t>(lo | hi << 4);
-    }
-  }
 }
 
 // kiln's KV-cache rows (dtype.hpp, kv_group): per group of G values one f16 scale, from the
@@ -168,21 +131,13 @@ bool from_f32(DType t, const float* src, int64_t n, void* dst) {
         std::memcpy(p + 2 * i, &h, 2);
       }
       return true;
-    case DType::q8_0:
-      if (n % kQuantBlock) return false;
-      quantize_q8_0(src, n, dst);
-      return true;
-    case DType::q4_0:
-      if (n % kQuantBlock) return false;
-      quantize_q4_0(src, n, dst);
-      return true;
     case DType::kv_q8:
     case DType::kv_q4:
       if (!kv_group(n)) return false;
       quantize_kv(t, src, n, p);
       return true;
     default:
-      return false;
+      return quantize_blocks(t, src, n, p);
   }
 }
 

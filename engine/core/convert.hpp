@@ -1,6 +1,6 @@
 // Element conversions between kiln's storage types (core/dtype.hpp) and f32: f16 / bf16 / f64
-// widening and narrowing, ggml's weight blocks dequantized (core/ggml_blocks.hpp), and Q8_0 / Q4_0
-// quantized as llama.cpp does. The
+// widening and narrowing, ggml's weight blocks dequantized (core/ggml_blocks.hpp) and quantized as
+// llama.cpp does (core/ggml_quantize.hpp). The
 // checkpoint readers, the model host and the CPU backend's kernels all convert through these.
 #pragma once
 
@@ -17,8 +17,8 @@ namespace kiln {
  */
 bool to_f32(DType t, const void* src, int64_t n, float* dst);
 /**
- * Stores `n` f32 values as `t`: f32, f16, bf16, or Q8_0 / Q4_0 blocks quantized as llama.cpp does
- * (`n` a multiple of 32), or one row of kiln's KV formats. False for every other type.
+ * Stores `n` f32 values as `t`: f32, f16, bf16, the block formats quantize_blocks writes (`n` a
+ * whole number of blocks), or one row of kiln's KV formats. False for every other type.
  */
 bool from_f32(DType t, const float* src, int64_t n, void* dst);
 
