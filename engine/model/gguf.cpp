@@ -289,4 +289,10 @@ std::optional<GgufVocab> GgufFile::vocab() const {
   return v;
 }
 
+std::optional<uint32_t> ggml_type_of(DType t) {
+  for (uint32_t id = 0; id < 64; ++id)
+    if (DType d; ggml_type_to_dtype(id, &d) && d == t) return id;
+  return std::nullopt;
+}
+
 }  // namespace kiln::model

@@ -36,12 +36,12 @@ struct GgufValue {
 
 /** The tokenizer embedded in a GGUF (keys tokenizer.ggml.*), ready to map onto kiln_text's tokenizer. */
 struct GgufVocab {
-  std::string model;               ///< "llama" (SentencePiece-style), "gpt2" (byte-level BPE), ...
+  std::string model;               ///< "llama" (SentencePiece-style), "gpt2" (byte-level BPE), "gemma4"
   std::string pre;                 ///< pre-tokenizer name for BPE ("qwen2", "llama-bpe", ...), may be empty
   std::vector<std::string> tokens;
   std::vector<float> scores;       ///< SentencePiece scores (empty for BPE)
   std::vector<int32_t> token_types;///< 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
-  std::vector<std::string> merges; ///< BPE merges "a b" (empty for SentencePiece)
+  std::vector<std::string> merges;  ///< BPE merges "a b" (empty for llama's SentencePiece)
   int64_t bos = -1, eos = -1, unk = -1, pad = -1;
   std::vector<int64_t> eos_ids;    ///< eos plus tokenizer.ggml.eot_token_id / eom when present
   std::optional<bool> add_bos, add_eos;
@@ -49,6 +49,7 @@ struct GgufVocab {
 
   bool is_sentencepiece() const { return model == "llama"; }
   bool is_bpe() const { return model == "gpt2"; }
+  bool is_sentencepiece_bpe() const { return model == "gemma4"; }  ///< SentencePiece pieces, BPE merges
 };
 
 class GgufFile {
@@ -71,5 +72,8 @@ class GgufFile {
   std::map<std::string, GgufValue> kv_;
   std::vector<TensorInfo> tensors_;
 };
+
+/** The ggml type id (ggml.h) GGUF files store `t` under, for the types kiln reads; nullopt for others. */
+std::optional<uint32_t> ggml_type_of(DType t);
 
 }  // namespace kiln::model

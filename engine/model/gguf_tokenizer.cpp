@@ -36,19 +36,35 @@ text::VocabSpec vocab_spec(const GgufVocab& v) {
   if (v.bos >= 0) s.bos = static_cast<text::TokenId>(v.bos);
   if (v.eos >= 0) s.eos = static_cast<text::TokenId>(v.eos);
   if (v.unk >= 0) s.unk = static_cast<text::TokenId>(v.unk);
-  if (v.is_bpe()) {
-    s.type = text::VocabSpec::Type::kByteLevelBpe;
+  const auto read_merges = [&] {
     for (const auto& m : v.merges) {
       const size_t sp = m.find(' ', 1);
       if (sp == std::string::npos) throw_error("[gguf] BPE merge '{}' is not two tokens separated by a space", m);
       s.merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
     }
+  };
+  if (v.is_bpe()) {
+    s.type = text::VocabSpec::Type::kByteLevelBpe;
+    read_merges();
     s.split_regex = split_regex_for(v.pre);
     s.add_bos = v.add_bos.value_or(false);
     return s;
   }
+  if (v.is_sentencepiece_bpe()) {
+    // Gemma 4: SentencePiece pieces ("▁" for a space, <0xXX> byte fallback) merged by the listed BPE
+    // merges, no space prefix: Hugging Face's tokenizer.json for it, as llama.cpp's converter stores it.
+    if (v.merges.empty()) throw_error("[gguf] tokenizer model '{}' needs tokenizer.ggml.merges", v.model);
+    s.type = text::VocabSpec::Type::kSentencePieceBpe;
+    read_merges();
+    s.add_space_prefix = false;
+    s.add_bos = v.add_bos.value_or(true);
+    return s;
+  }
   if (!v.is_sentencepiece())
-    throw_error("[gguf] tokenizer model '{}' is not supported yet (llama = SentencePiece, gpt2 = BPE)", v.model);
+    throw_error(
+        "[gguf] tokenizer model '{}' is not supported yet (llama = SentencePiece, gpt2 = BPE, gemma4 = "
+        "SentencePiece pieces with BPE merges)",
+        v.model);
   s.type = text::VocabSpec::Type::kSentencePieceBpe;
   s.add_space_prefix = true;
   s.add_bos = v.add_bos.value_or(true);

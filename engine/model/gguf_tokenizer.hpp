@@ -1,7 +1,8 @@
 // Maps the tokenizer embedded in a GGUF (GgufVocab) onto kiln_text's Tokenizer, so GGUF models need
 // no tokenizer.json: SentencePiece-style vocabularies ("llama") become BPE with byte fallback (merges
 // derived from the piece scores, as Hugging Face's SentencePiece converter does), byte-level BPE
-// ("gpt2") keeps its merges and the pre-tokenizer regex named by tokenizer.ggml.pre.
+// ("gpt2") keeps its merges and the pre-tokenizer regex named by tokenizer.ggml.pre, and Gemma 4's
+// ("gemma4") SentencePiece pieces keep their BPE merges.
 #pragma once
 
 #include "model/gguf.hpp"
