@@ -8,6 +8,7 @@
 
 #include "core/convert.hpp"
 #include "core/error.hpp"
+#include "model/gguf.hpp"
 
 namespace kiln::model {
 namespace {
@@ -23,30 +24,9 @@ void put_str(std::vector<uint8_t>& out, const std::string& s) {
 }
 
 uint32_t ggml_type(DType t) {
-  switch (t) {
-    case DType::f32:
-      return 0;
-    case DType::f16:
-      return 1;
-    case DType::q4_0:
-      return 2;
-    case DType::q8_0:
-      return 8;
-    case DType::i8:
-      return 24;
-    case DType::i16:
-      return 25;
-    case DType::i32:
-      return 26;
-    case DType::i64:
-      return 27;
-    case DType::f64:
-      return 28;
-    case DType::bf16:
-      return 30;
-    default:
-      throw_error("[gguf] cannot write {} tensors", dtype_name(t));
-  }
+  const auto id = ggml_type_of(t);
+  if (!id) throw_error("[gguf] cannot write {} tensors", dtype_name(t));
+  return *id;
 }
 
 const char* st_dtype(DType t) {
@@ -182,7 +162,25 @@ void GgufWriter::add_bools(const std::string& k, const std::vector<bool>& v) {
   ++n_kv_;
 }
 void GgufWriter::add_tensor(WriterTensor t) {
-  tensors_.push_back(std::move(t));
+  const size_t n = t.bytes.size();
+  tensors_.push_back({std::move(t), nullptr, n});
+}
+
+size_t GgufWriter::add_tensor(std::string name, DType dtype, std::vector<int64_t> shape,
+                              std::function<std::vector<uint8_t>()> produce) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  const auto b = dtype_bytes(dtype, n);
+  if (!b) throw_error("[gguf] tensor {}: {} values are not whole {} blocks", name, n, dtype_name(dtype));
+  tensors_.push_back({{std::move(name), dtype, std::move(shape), {}}, std::move(produce), static_cast<size_t>(*b)});
+  return static_cast<size_t>(*b);
+}
+
+std::vector<uint8_t> GgufWriter::made(const Entry& e) {
+  std::vector<uint8_t> b = e.produce();
+  if (b.size() != e.size)
+    throw_error("[gguf] tensor {}: made {} bytes where {} takes {}", e.t.name, b.size(), dtype_name(e.t.dtype), e.size);
+  return b;
 }
 
 std::vector<uint8_t> GgufWriter::header() const {
@@ -192,13 +190,13 @@ std::vector<uint8_t> GgufWriter::header() const {
   put<uint64_t>(out, n_kv_);
   out.insert(out.end(), kv_.begin(), kv_.end());
   uint64_t off = 0;
-  for (const auto& t : tensors_) {
+  for (const auto& [t, produce, size] : tensors_) {
     put_str(out, t.name);
     put<uint32_t>(out, static_cast<uint32_t>(t.shape.size()));
     for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) put<uint64_t>(out, static_cast<uint64_t>(*it));
     put<uint32_t>(out, ggml_type(t.dtype));
     put<uint64_t>(out, off);
-    off += (t.bytes.size() + kAlign - 1) / kAlign * kAlign;
+    off += (size + kAlign - 1) / kAlign * kAlign;
   }
   out.resize((out.size() + kAlign - 1) / kAlign * kAlign, 0);
   return out;
@@ -206,8 +204,9 @@ std::vector<uint8_t> GgufWriter::header() const {
 
 std::vector<uint8_t> GgufWriter::bytes() const {
   std::vector<uint8_t> out = header();
-  for (const auto& t : tensors_) {
-    out.insert(out.end(), t.bytes.begin(), t.bytes.end());
+  for (const auto& e : tensors_) {
+    const std::vector<uint8_t> b = e.produce ? made(e) : e.t.bytes;
+    out.insert(out.end(), b.begin(), b.end());
     out.resize((out.size() + kAlign - 1) / kAlign * kAlign, 0);
   }
   return out;
@@ -219,9 +218,11 @@ void GgufWriter::write(const std::string& path) const {
   const auto h = header();
   out.write(reinterpret_cast<const char*>(h.data()), static_cast<std::streamsize>(h.size()));
   const char zeros[kAlign] = {};
-  for (const auto& t : tensors_) {
-    out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-    const size_t pad = (kAlign - t.bytes.size() % kAlign) % kAlign;
+  for (const auto& e : tensors_) {
+    const std::vector<uint8_t> m = e.produce ? made(e) : std::vector<uint8_t>{};
+    const std::vector<uint8_t>& b = e.produce ? m : e.t.bytes;
+    out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    const size_t pad = (kAlign - b.size() % kAlign) % kAlign;
     out.write(zeros, static_cast<std::streamsize>(pad));
   }
   if (!out) throw_error("[gguf] cannot write {}", path);

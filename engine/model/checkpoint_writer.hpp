@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,9 +44,13 @@ class GgufWriter {
   void add_i32s(const std::string& key, const std::vector<int32_t>& v);
   void add_bools(const std::string& key, const std::vector<bool>& v);
   void add_tensor(WriterTensor t);
+  /** A tensor whose bytes `produce` makes when the file is written, so a converter holds one tensor
+   *  at a time; it must return exactly the bytes `dtype` and `shape` take. Returns that size. */
+  size_t add_tensor(std::string name, DType dtype, std::vector<int64_t> shape,
+                    std::function<std::vector<uint8_t>()> produce);
   /** The file as bytes (alignment 32). */
   std::vector<uint8_t> bytes() const;
-  /** Writes the file, streaming the tensors. */
+  /** Writes the file, streaming the tensors (a produced tensor is made, written and dropped). */
   void write(const std::string& path) const;
   size_t tensor_count() const { return tensors_.size(); }
 
@@ -54,7 +59,13 @@ class GgufWriter {
   std::vector<uint8_t> header() const;
   std::vector<uint8_t> kv_;
   uint64_t n_kv_ = 0;
-  std::vector<WriterTensor> tensors_;
+  struct Entry {
+    WriterTensor t;
+    std::function<std::vector<uint8_t>()> produce;  ///< set: t.bytes is made by it when written
+    size_t size = 0;                                ///< bytes in the file
+  };
+  static std::vector<uint8_t> made(const Entry& e);
+  std::vector<Entry> tensors_;
 };
 
 /**
