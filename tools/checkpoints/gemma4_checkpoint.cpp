@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "convert/gguf_convert.hpp"
 #include "model/checkpoint_writer.hpp"
 #include "random_weights.hpp"
 
@@ -239,55 +240,6 @@ void write_gemma4_hf(const Gemma4Spec& s, const std::string& dir) {
   write_text(dir + "/generation_config.json", gen.dump(2));
 }
 
-namespace {
-
-/** llama.cpp's GGUF name of a text-model tensor (conversion/gemma.py, Gemma4Model). */
-std::string gguf_name(const std::string& hf) {
-  static const std::pair<const char*, const char*> kGlobal[] = {
-      {"embed_tokens.weight", "token_embd.weight"},
-      {"norm.weight", "output_norm.weight"},
-      {"embed_tokens_per_layer.weight", "per_layer_token_embd.weight"},
-      {"per_layer_model_projection.weight", "per_layer_model_proj.weight"},
-      {"per_layer_projection_norm.weight", "per_layer_proj_norm.weight"}};
-  static const std::pair<const char*, const char*> kLayer[] = {
-      {"input_layernorm.weight", "attn_norm.weight"},
-      {"self_attn.q_proj.weight", "attn_q.weight"},
-      {"self_attn.k_proj.weight", "attn_k.weight"},
-      {"self_attn.v_proj.weight", "attn_v.weight"},
-      {"self_attn.o_proj.weight", "attn_output.weight"},
-      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-      {"post_attention_layernorm.weight", "post_attention_norm.weight"},
-      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
-      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
-      {"mlp.gate_proj.weight", "ffn_gate.weight"},
-      {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"},
-      {"layer_scalar", "layer_output_scale.weight"},
-      {"per_layer_input_gate.weight", "inp_gate.weight"},
-      {"per_layer_projection.weight", "proj.weight"},
-      {"post_per_layer_input_norm.weight", "post_norm.weight"},
-      {"router.proj.weight", "ffn_gate_inp.weight"},
-      {"router.scale", "ffn_gate_inp.scale"},
-      {"router.per_expert_scale", "ffn_down_exps.scale"},
-      {"experts.gate_up_proj", "ffn_gate_up_exps.weight"},
-      {"experts.down_proj", "ffn_down_exps.weight"},
-      {"pre_feedforward_layernorm_2.weight", "pre_ffw_norm_2.weight"},
-      {"post_feedforward_layernorm_1.weight", "post_ffw_norm_1.weight"},
-      {"post_feedforward_layernorm_2.weight", "post_ffw_norm_2.weight"}};
-  for (const auto& [h, g] : kGlobal)
-    if (hf == h) return g;
-  if (hf.rfind("layers.", 0) == 0) {
-    const size_t dot = hf.find('.', 7);
-    const std::string rest = hf.substr(dot + 1);
-    for (const auto& [h, g] : kLayer)
-      if (rest == h) return "blk." + hf.substr(7, dot - 7) + "." + g;
-  }
-  throw std::runtime_error("no GGUF name for " + hf);
-}
-
-}  // namespace
-
 void write_gemma4_tokenizer_proxy(const std::string& gemma3_dir, const std::string& template_path,
                                   const std::string& dir) {
   auto read = [](const std::string& p) {
@@ -322,58 +274,18 @@ void write_gemma4_tokenizer_proxy(const std::string& gemma3_dir, const std::stri
 }
 
 void write_gemma4_gguf(const Gemma4Spec& s, const std::string& path) {
-  model::GgufWriter g;
-  const std::string a = "gemma4.";
-  g.add_string("general.architecture", "gemma4");
-  g.add_string("general.name", "tiny gemma4 " + s.name);
-  g.add_u32(a + "block_count", static_cast<uint32_t>(s.layers));
-  g.add_u32(a + "context_length", 1024);
-  g.add_u32(a + "embedding_length", static_cast<uint32_t>(s.hidden));
-  if (s.double_wide) {
-    std::vector<int32_t> ff;
-    for (int l = 0; l < s.layers; ++l) ff.push_back(kv_shared_layer(s, l) ? 2 * s.inter : s.inter);
-    g.add_i32s(a + "feed_forward_length", ff);
-  } else {
-    g.add_u32(a + "feed_forward_length", static_cast<uint32_t>(s.inter));
-  }
-  g.add_u32(a + "attention.head_count", static_cast<uint32_t>(s.heads));
-  if (s.k_eq_v) {
-    std::vector<int32_t> kv;
-    for (bool sl : s.sliding) kv.push_back(sl ? s.kv_heads : s.global_kv_heads);
-    g.add_i32s(a + "attention.head_count_kv", kv);
-  } else {
-    g.add_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.kv_heads));
-  }
-  g.add_u32(a + "attention.key_length", static_cast<uint32_t>(s.global_head_dim));
-  g.add_u32(a + "attention.value_length", static_cast<uint32_t>(s.global_head_dim));
-  g.add_u32(a + "attention.key_length_swa", static_cast<uint32_t>(s.head_dim));
-  g.add_u32(a + "attention.value_length_swa", static_cast<uint32_t>(s.head_dim));
-  g.add_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.window));
-  g.add_bools(a + "attention.sliding_window_pattern", s.sliding);
-  g.add_u32(a + "attention.shared_kv_layers", static_cast<uint32_t>(s.kv_shared));
-  g.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
-  g.add_u32(a + "embedding_length_per_layer_input", static_cast<uint32_t>(s.ple));
-  g.add_f32(a + "rope.freq_base", 1e6f);
-  g.add_f32(a + "rope.freq_base_swa", 1e4f);
-  g.add_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.global_head_dim));
-  g.add_u32(a + "rope.dimension_count_swa", static_cast<uint32_t>(s.head_dim));
-  if (s.softcap > 0) g.add_f32(a + "final_logit_softcapping", s.softcap);
-  if (s.moe) {
-    g.add_u32(a + "expert_count", static_cast<uint32_t>(s.experts));
-    g.add_u32(a + "expert_used_count", static_cast<uint32_t>(s.top_k));
-    g.add_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(s.expert_inter));
-  }
-  model::add_placeholder_vocab(g, s.vocab, 2, 1);  // Gemma's <bos> 2, <eos> 1; llama.cpp needs a vocabulary
-  // Proportional RoPE as the converter writes it: divisor 1 for the rotating pairs, 1e30 for the rest.
-  const int pairs = s.global_head_dim / 2, live = static_cast<int>(0.25 * s.global_head_dim / 2);
-  std::vector<float> freqs(static_cast<size_t>(pairs), 1e30f);
-  std::fill(freqs.begin(), freqs.begin() + live, 1.0f);
-  g.add_tensor({"rope_freqs.weight", DType::f32, {pairs}, model::encode_f32(freqs, DType::f32)});
-  for (Tensor& t : make_tensors(s)) {
-    const DType dt = t.matrix ? s.dtype : DType::f32;
-    g.add_tensor({gguf_name(t.name), dt, t.shape, model::encode_f32(t.values(), dt)});
-  }
-  g.write(path);
+  // The HF checkpoint through `kiln convert`, with a placeholder vocabulary (Gemma's <bos> 2, <eos> 1).
+  // A block format (q8_0 for benchmarks) is the converter's: the folder holds the f32 values.
+  const std::string dir = path + ".hf";
+  Gemma4Spec f32 = s;
+  if (is_quantized(s.dtype)) f32.dtype = DType::f32;
+  write_gemma4_hf(f32, dir);
+  convert::ConvertOptions o;
+  o.type = is_quantized(s.dtype) ? dtype_name(s.dtype) : "auto";
+  o.name = "tiny gemma4 " + s.name;
+  o.vocab = [&](model::GgufWriter& w) { model::add_placeholder_vocab(w, s.vocab, 2, 1); };
+  convert::convert_to_gguf(dir, path, o);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace kiln::test
