@@ -58,6 +58,11 @@ class Source {
   /** Per-expert tensors `<prefix>experts.<e>.<proj>.weight` [rows, cols] stacked into [E, rows, cols]. */
   OutTensor stack_experts(const std::string& prefix, const std::string& proj, const std::string& gguf, int64_t E,
                           int64_t rows, int64_t cols) const;
+  /** A Qwen-style sparse MLP under `mlp` ("model.layers.<l>.mlp."): its router (kept F32, as
+   *  llama.cpp keeps routers) and its E experts of width I as blk.<l>.ffn_{gate,up,down}_exps, from
+   *  fused experts.gate_up_proj / down_proj or from one tensor per expert. */
+  void sparse_mlp(const std::string& mlp, const std::string& blk, int64_t E, int64_t I, int64_t H,
+                  std::vector<OutTensor>& out) const;
   /** A config key that must be there (throws naming it, inside `where` when given: "rope_parameters");
    *  `obj` defaults to the text config. */
   const json& need(const std::string& key, const json* obj = nullptr, const char* where = nullptr) const;

@@ -218,19 +218,7 @@ Export export_qwen3_5(const Source& src, model::GgufWriter& w) {
       out.push_back(src.as_is(m + "down_proj.weight", b + "ffn_down.weight"));
       continue;
     }
-    const int64_t E = src.u32("num_experts"), I = src.u32("moe_intermediate_size");
-    OutTensor router = src.as_is(m + "gate.weight", b + "ffn_gate_inp.weight");
-    router.keep_f32 = true;  // llama.cpp keeps expert routers in F32
-    out.push_back(std::move(router));
-    if (src.has(m + "experts.gate_up_proj")) {  // fused [E, 2I, H], gate rows first
-      out.push_back(src.split_gate_up(m + "experts.gate_up_proj", b + "ffn_gate_exps.weight", E, I, H, false));
-      out.push_back(src.split_gate_up(m + "experts.gate_up_proj", b + "ffn_up_exps.weight", E, I, H, true));
-      out.push_back(src.as_is(m + "experts.down_proj", b + "ffn_down_exps.weight"));
-    } else {  // one tensor per expert
-      out.push_back(src.stack_experts(m, "gate_proj", b + "ffn_gate_exps.weight", E, I, H));
-      out.push_back(src.stack_experts(m, "up_proj", b + "ffn_up_exps.weight", E, I, H));
-      out.push_back(src.stack_experts(m, "down_proj", b + "ffn_down_exps.weight", E, H, I));
-    }
+    src.sparse_mlp(m, b, src.u32("num_experts"), src.u32("moe_intermediate_size"), H, out);
     out.push_back(src.as_is(m + "shared_expert.gate_proj.weight", b + "ffn_gate_shexp.weight"));
     out.push_back(src.as_is(m + "shared_expert.up_proj.weight", b + "ffn_up_shexp.weight"));
     out.push_back(src.as_is(m + "shared_expert.down_proj.weight", b + "ffn_down_shexp.weight"));

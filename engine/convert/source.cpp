@@ -104,6 +104,23 @@ OutTensor Source::stack_experts(const std::string& prefix, const std::string& pr
           false};
 }
 
+void Source::sparse_mlp(const std::string& m, const std::string& b, int64_t E, int64_t I, int64_t H,
+                        std::vector<OutTensor>& out) const {
+  OutTensor router = as_is(m + "gate.weight", b + "ffn_gate_inp.weight");
+  router.keep_f32 = true;
+  out.push_back(std::move(router));
+  if (has(m + "experts.gate_up_proj")) {  // fused [E, 2I, H], gate rows first
+    out.push_back(split_gate_up(m + "experts.gate_up_proj", b + "ffn_gate_exps.weight", E, I, H, false));
+    out.push_back(split_gate_up(m + "experts.gate_up_proj", b + "ffn_up_exps.weight", E, I, H, true));
+    expect_shape(m + "experts.down_proj", {E, H, I}, "num_experts, moe_intermediate_size, hidden_size");
+    out.push_back(as_is(m + "experts.down_proj", b + "ffn_down_exps.weight"));
+  } else {
+    out.push_back(stack_experts(m, "gate_proj", b + "ffn_gate_exps.weight", E, I, H));
+    out.push_back(stack_experts(m, "up_proj", b + "ffn_up_exps.weight", E, I, H));
+    out.push_back(stack_experts(m, "down_proj", b + "ffn_down_exps.weight", E, H, I));
+  }
+}
+
 const json& Source::need(const std::string& key, const json* obj, const char* where) const {
   const json& o = obj ? *obj : config_;
   const auto it = o.is_object() ? o.find(key) : o.end();

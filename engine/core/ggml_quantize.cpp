@@ -379,14 +379,9 @@ void q2_k(const float* x, uint8_t* y) {  // scales[16], qs[64], d, dmin
 void q3_k(const float* x, uint8_t* y) {  // hmask[32], qs[64], scales[12], d
   int8_t L[kK];
   float scales[16];
-  float max_scale = 0, amax = 0;
-  for (int j = 0; j < 16; ++j) {
-    scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-    if (std::fabs(scales[j]) > amax) {
-      amax = std::fabs(scales[j]);
-      max_scale = scales[j];
-    }
-  }
+  for (int j = 0; j < 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+  float amax;
+  const float max_scale = signed_max(scales, 16, &amax);
   uint8_t* hmask = y;
   uint8_t* qs = y + 32;
   uint8_t* sc = y + 96;
@@ -469,14 +464,9 @@ void q5_k(const float* x, uint8_t* y) {  // d, dmin, scales[12], qh[32], qs[128]
 void q6_k(const float* x, uint8_t* y) {  // ql[128], qh[64], int8 scales[16], d
   int8_t L[kK];
   float scales[16];
-  float max_scale = 0, max_abs_scale = 0;
-  for (int ib = 0; ib < 16; ++ib) {
-    scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
-    if (std::fabs(scales[ib]) > max_abs_scale) {
-      max_abs_scale = std::fabs(scales[ib]);
-      max_scale = scales[ib];
-    }
-  }
+  for (int ib = 0; ib < 16; ++ib) scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+  float max_abs_scale;
+  const float max_scale = signed_max(scales, 16, &max_abs_scale);
   if (max_abs_scale < kGroupMaxEps) {
     std::fill(y, y + 210, uint8_t{0});
     return;

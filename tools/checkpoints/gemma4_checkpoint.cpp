@@ -274,18 +274,13 @@ void write_gemma4_tokenizer_proxy(const std::string& gemma3_dir, const std::stri
 }
 
 void write_gemma4_gguf(const Gemma4Spec& s, const std::string& path) {
-  // The HF checkpoint through `kiln convert`, with a placeholder vocabulary (Gemma's <bos> 2, <eos> 1).
-  // A block format (q8_0 for benchmarks) is the converter's: the folder holds the f32 values.
-  const std::string dir = path + ".hf";
-  Gemma4Spec f32 = s;
-  if (is_quantized(s.dtype)) f32.dtype = DType::f32;
-  write_gemma4_hf(f32, dir);
-  convert::ConvertOptions o;
-  o.type = is_quantized(s.dtype) ? dtype_name(s.dtype) : "auto";
-  o.name = "tiny gemma4 " + s.name;
-  o.vocab = [&](model::GgufWriter& w) { model::add_placeholder_vocab(w, s.vocab, 2, 1); };
-  convert::convert_to_gguf(dir, path, o);
-  std::filesystem::remove_all(dir);
+  gguf_through_convert(
+      [&](DType matrices, const std::string& dir) {
+        Gemma4Spec hf = s;
+        hf.dtype = matrices;
+        write_gemma4_hf(hf, dir);
+      },
+      s.dtype, "tiny gemma4 " + s.name, s.vocab, 2, 1, path);  // Gemma's <bos> 2, <eos> 1
 }
 
 }  // namespace kiln::test

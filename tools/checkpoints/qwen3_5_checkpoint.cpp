@@ -271,20 +271,13 @@ void write_qwen35_hf(const Qwen35Spec& s, const std::string& dir) {
 }
 
 void write_qwen35_gguf(const Qwen35Spec& s, const std::string& path) {
-  // The HF checkpoint through `kiln convert`, with a placeholder vocabulary (no tokenizer files).
-  // A block format (q8_0 for benchmarks) is the converter's: the folder holds the f32 values.
-  const std::string dir = path + ".hf";
-  Qwen35Spec f32 = s;
-  if (is_quantized(s.dtype)) f32.dtype = DType::f32;
-  write_qwen35_hf(f32, dir);
-  convert::ConvertOptions o;
-  o.type = is_quantized(s.dtype) ? dtype_name(s.dtype) : "auto";
-  o.name = "tiny " + s.name;
-  o.vocab = [&](model::GgufWriter& w) {
-    model::add_placeholder_vocab(w, s.vocab, static_cast<uint32_t>(s.bos), static_cast<uint32_t>(s.eos.front()));
-  };
-  convert::convert_to_gguf(dir, path, o);
-  std::filesystem::remove_all(dir);
+  gguf_through_convert(
+      [&](DType matrices, const std::string& dir) {
+        Qwen35Spec hf = s;
+        hf.dtype = matrices;
+        write_qwen35_hf(hf, dir);
+      },
+      s.dtype, "tiny " + s.name, s.vocab, static_cast<uint32_t>(s.bos), static_cast<uint32_t>(s.eos.front()), path);
 }
 
 void write_qwen35_tokenizer(const std::string& qwen3_dir, const std::string& template_path, const std::string& dir) {

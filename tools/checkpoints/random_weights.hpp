@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "convert/gguf_convert.hpp"
 #include "model/checkpoint_writer.hpp"
 
 namespace kiln::test {
@@ -57,6 +59,24 @@ inline std::string read_text(const std::string& path) {
 
 inline void write_text(const std::string& path, const std::string& text) {
   model::write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+/**
+ * A generated checkpoint as GGUF: its Hugging Face folder, written beside `path` by `write_hf` (a
+ * block format's matrices as f32 values), through `kiln convert` (that format as the file type),
+ * with a placeholder vocabulary of `vocab` tokens (the generated folders have no tokenizer files).
+ */
+inline void gguf_through_convert(const std::function<void(DType matrices, const std::string& dir)>& write_hf,
+                                 DType dtype, const std::string& name, int vocab, uint32_t bos, uint32_t eos,
+                                 const std::string& path) {
+  const std::string dir = path + ".hf";
+  write_hf(is_quantized(dtype) ? DType::f32 : dtype, dir);
+  convert::ConvertOptions o;
+  o.type = is_quantized(dtype) ? dtype_name(dtype) : "auto";
+  o.name = name;
+  o.vocab = [&](model::GgufWriter& w) { model::add_placeholder_vocab(w, vocab, bos, eos); };
+  convert::convert_to_gguf(dir, path, o);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace kiln::test
