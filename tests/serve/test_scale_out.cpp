@@ -265,7 +265,13 @@ TEST(ScaleOut, VllmNamedMetricsTrackABurstOfSixteenRequests) {
   EXPECT_EQ(most, 16);
   EXPECT_GT(usage, 0);
   EXPECT_LE(usage, 1);
-  m = samples(s.client().Get("/metrics")->body);
+  // A response is complete before the engine's next step releases its sequence: the gauges drain a
+  // step after the last response (bounded wait, 5 s).
+  for (int i = 0; i < 1000; ++i) {
+    m = samples(s.client().Get("/metrics")->body);
+    if (m["vllm:num_requests_running" + label] == 0 && m["vllm:kv_cache_usage_perc" + label] == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   EXPECT_EQ(m["vllm:num_requests_running" + label], 0);
   EXPECT_EQ(m["vllm:num_requests_waiting" + label], 0);
   // The prefix cache still holds the burst's blocks; they count as free.
