@@ -133,8 +133,13 @@ void export_vocab(const model::Checkpoint& c, const Source& src, const std::stri
     added_ids[t] = static_cast<int64_t>(id);
     const bool special = a.value("special", false);
     int32_t type = special || looks_special(t) ? kControl : kUserDefined;
-    if (gemma) type = gemma_visible(t) ? kUserDefined : special ? kControl : kNormal;
-    put(id, t, type);
+    std::string text = t;
+    if (gemma) {
+      type = gemma_visible(t) ? kUserDefined : special ? kControl : kNormal;
+    } else if (type == kUserDefined) {  // llama.cpp matches user-defined tokens pre-normalized: "▁" as a space
+      for (size_t at; (at = text.find("\xE2\x96\x81")) != std::string::npos;) text.replace(at, 3, " ");
+    }
+    put(id, text, type);
   }
   const size_t n_vocab = std::max(tokens.size(), rows);
   tokens.resize(n_vocab);
