@@ -558,6 +558,7 @@ void HttpServer::Impl::responses_cancel(const httplib::Request& req, httplib::Re
     const auto it = responses_in_flight.find(id);
     if (it != responses_in_flight.end() && it->second.first == owner_of(req)) g = it->second.second.lock();
   }
+  if (g && g->finished()) g.reset();  // answered already; the engine lets go of it at its next step
   if (!g) {
     if (responses->get(id, owner_of(req)))
       return send_error(res, {400,

@@ -23,6 +23,11 @@ bool GenRequest::next(std::vector<Piece>& out, std::chrono::milliseconds timeout
   return !(out.empty() && choices_done == choices_total);
 }
 
+bool GenRequest::finished() {
+  std::lock_guard lock(mu);
+  return prepared && choices_done == choices_total;
+}
+
 const char* finish_reason(Finish f) {
   switch (f) {
     case Finish::stop:

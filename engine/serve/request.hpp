@@ -95,6 +95,9 @@ struct GenRequest {
    *  nothing is left. */
   bool next(std::vector<Piece>& out, std::chrono::milliseconds timeout);
   void push(Piece p);
+  /** Every choice is done: the answer is complete, though the engine may hold the request until its
+   *  next step releases the sequence (a cancel then finds nothing to cancel). */
+  bool finished();
 };
 
 }  // namespace kiln::serve
