@@ -108,6 +108,30 @@ Greedy kiln_greedy(model::ModelHost& host, std::vector<int32_t> prompt, int n) {
 // kiln has closer than this (a clear choice must agree; a tie may go either way).
 constexpr float kClearMargin = 0.05f;
 
+/** kiln's greedy ids agree with llama.cpp's `want` up to kiln's first near tie, and there are at
+    least `min_clear` ids before it to compare. */
+void expect_same_up_to_near_tie(const Greedy& got, const std::vector<int32_t>& want, size_t min_clear,
+                                const std::string& gguf) {
+  size_t clear = 0;
+  while (clear < got.ids.size() && clear < want.size() && got.margins[clear] >= kClearMargin) ++clear;
+  EXPECT_GE(clear, min_clear) << "too few clear choices to compare; kiln's margins start with a near tie";
+  const auto n = static_cast<long>(clear);
+  EXPECT_EQ(std::vector<int32_t>(got.ids.begin(), got.ids.begin() + n),
+            std::vector<int32_t>(want.begin(), want.begin() + n))
+      << gguf << ": kiln and llama.cpp differ within the first " << clear << " clear choices";
+}
+
+/** The largest difference between the first `n` values of `ref` and `other`, over `ref`'s standard deviation. */
+double max_diff_over_spread(const float* ref, const float* other, size_t n) {
+  double mean = 0, var = 0, diff = 0;
+  for (size_t v = 0; v < n; ++v) mean += ref[v] / static_cast<double>(n);
+  for (size_t v = 0; v < n; ++v) {
+    var += (ref[v] - mean) * (ref[v] - mean) / static_cast<double>(n);
+    diff = std::max(diff, std::fabs(static_cast<double>(ref[v]) - other[v]));
+  }
+  return diff / std::sqrt(var);
+}
+
 class LlamaCppOracle : public DeviceTest {
  protected:
   void SetUp() override {
@@ -126,12 +150,7 @@ class LlamaCppOracle : public DeviceTest {
     for (const std::string& f : stored)  // "q4_K 98 (3.1 MiB), q6_K 12 (...)"
       EXPECT_NE((", " + host->stats().formats).find(", " + f + " "), std::string::npos)
           << "no " << f << " weights on the device: " << host->stats().formats;
-    const Greedy got = kiln_greedy(*host, prompt, n);
-    int clear = 0;
-    while (clear < n && got.margins[static_cast<size_t>(clear)] >= kClearMargin) ++clear;
-    EXPECT_GE(clear, min_clear) << "too few clear choices to compare; kiln's margins start with a near tie";
-    const std::vector<int32_t> a(got.ids.begin(), got.ids.begin() + clear), b(want.begin(), want.begin() + clear);
-    EXPECT_EQ(a, b) << gguf << ": kiln and llama.cpp differ within the first " << clear << " clear choices";
+    expect_same_up_to_near_tie(kiln_greedy(*host, prompt, n), want, static_cast<size_t>(min_clear), gguf);
   }
 };
 
@@ -180,13 +199,7 @@ class LlamaCppOracleQuantized : public LlamaCppOracle {
       model::StepResult a, b;
       EXPECT_EQ(ref->step({{1, prompt, true, false}}, &a), cache::Status::ok);
       EXPECT_EQ(fast->step({{1, prompt, true, false}}, &b), cache::Status::ok);
-      double mean = 0, var = 0, diff = 0;
-      for (size_t v = 0; v < V; ++v) mean += a.logits[v] / static_cast<double>(V);
-      for (size_t v = 0; v < V; ++v) {
-        var += (a.logits[v] - mean) * (a.logits[v] - mean) / static_cast<double>(V);
-        diff = std::max(diff, std::fabs(static_cast<double>(a.logits[v]) - b.logits[v]));
-      }
-      worst = std::max(worst, diff / std::sqrt(var));
+      worst = std::max(worst, max_diff_over_spread(a.logits.data(), b.logits.data(), V));
       prompt = {argmax(a.logits.data(), V)};
     }
     return worst;
@@ -416,25 +429,14 @@ void expect_converted_runs(const std::string& hf, const std::string& gguf, const
                                        r.logits.begin() + static_cast<long>(folder->hparams().n_vocab));
   ASSERT_EQ(host->add_sequence(2), cache::Status::ok);
   ASSERT_EQ(host->step({{2, prompt, true, false}}, &r), cache::Status::ok);
-  double mean = 0, var = 0, worst = 0;
-  for (float v : from_folder) mean += v / static_cast<double>(from_folder.size());
-  for (size_t i = 0; i < from_folder.size(); ++i) {
-    var += (from_folder[i] - mean) * (from_folder[i] - mean) / static_cast<double>(from_folder.size());
-    worst = std::max(worst, std::fabs(static_cast<double>(from_folder[i]) - r.logits[i]));
-  }
-  EXPECT_LT(worst / std::sqrt(var), 1e-4) << gguf << " and its checkpoint folder give other logits";
+  EXPECT_LT(max_diff_over_spread(from_folder.data(), r.logits.data(), from_folder.size()), 1e-4)
+      << gguf << " and its checkpoint folder give other logits";
   host->release(2);
   if (!llama_cpp) return;
   std::string error;
   const auto want = llama_cpp_greedy(gguf, prompt, 3, &error);
   ASSERT_EQ(want.size(), 3u) << error;
-  const Greedy got = kiln_greedy(*host, prompt, 3);
-  size_t clear = 0;
-  while (clear < got.ids.size() && got.margins[clear] >= kClearMargin) ++clear;
-  EXPECT_GE(clear, 1u) << "kiln's first choice is a near tie";
-  EXPECT_EQ(std::vector<int32_t>(got.ids.begin(), got.ids.begin() + static_cast<long>(clear)),
-            std::vector<int32_t>(want.begin(), want.begin() + static_cast<long>(clear)))
-      << gguf << ": kiln and llama.cpp differ";
+  expect_same_up_to_near_tie(kiln_greedy(*host, prompt, 3), want, 1, gguf);
 }
 
 class ConvertOracle : public ::testing::Test {
@@ -447,8 +449,8 @@ class ConvertOracle : public ::testing::Test {
 }  // namespace
 
 // Every tensor of each quantized file kiln convert writes has the format and the bytes
-// llama-quantize gives it from the float file: llama.cpp's per-tensor mixes (attn_v and ffn_down
-// with more bits in chosen layers, attn_qkv one step up, the tied embedding as the output, routers
+// llama-quantize gives it from the float file: llama.cpp's per-tensor mixes (attn_v and the fused
+// attn_qkv, and ffn_down, with more bits in chosen layers, the tied embedding as the output, routers
 // and norms left alone) and its fallbacks (q5_0 / q5_1 / q8_0 for rows that are not whole blocks of
 // 256; q4_0 under the 2- and 3-bit types), ggml's reference quantizers bit for bit. A Gemma 4 with
 // rows of 64 to 512, and a Qwen3.5-MoE with 8 experts (attention tensors in q8_0), its fused
